@@ -1,0 +1,56 @@
+"""What the model builder needs, independent of the JSON config (which ``hydragnn_ensemble.config``
+parses and turns into a :class:`ModelSpec`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph_builders.schema import HeadRegistry
+
+
+@dataclass(frozen=True)
+class GraphHeadSpec:
+    """HydraGNN ``output_heads.graph``: shared MLP after pooling, then one MLP per graph head."""
+
+    num_sharedlayers: int = 2
+    dim_sharedlayers: int = 64
+    num_headlayers: int = 2
+    dim_headlayers: tuple[int, ...] = (64, 64)
+
+
+@dataclass(frozen=True)
+class NodeHeadSpec:
+    """HydraGNN ``output_heads.node``: one per-node MLP per node head."""
+
+    num_headlayers: int = 2
+    dim_headlayers: tuple[int, ...] = (64, 64)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """All the model builder reads.
+
+    ``heads`` are the heads the model predicts (a subset of the dataset's registry, in output order);
+    ``node_feature_dim`` is ``x.shape[1]``; ``edge_dim`` is ``edge_attr.shape[1]`` (0 when unused).
+    ``energy_head``, when set, names a graph head treated as a potential energy: forces are
+    ``-dE/dpos`` (written to ``forces_head``) and stress from a cell strain (``stress_head``).
+    """
+
+    mpnn_type: str
+    hidden_dim: int
+    num_conv_layers: int
+    heads: HeadRegistry
+    node_feature_dim: int
+    edge_dim: int = 0
+    radius: float = 5.0
+    num_gaussians: int = 50
+    activation: str = "relu"
+    graph_pooling: str = "mean"
+    use_atomic_numbers: bool = True
+    graph_head: GraphHeadSpec = field(default_factory=GraphHeadSpec)
+    node_head: NodeHeadSpec = field(default_factory=NodeHeadSpec)
+    energy_head: str | None = None
+    forces_head: str | None = None
+    stress_head: str | None = None
+    predict_variance: bool = False
+    pna_degree_histogram: tuple[int, ...] | None = None

@@ -1,0 +1,118 @@
+"""The placement interface: which pending trial starts now, and on which slots.
+
+A policy is driven by events. The caller (the MPI runtime on rank 0, or the discrete-event
+simulator with a virtual clock) does::
+
+    policy.submit(request)                    # a new candidate trial, already sized by the cost model
+    decisions = policy.schedule(pool, now)    # whenever slots are freed or candidates arrive
+    for d in decisions: pool.allocate(d.trial_id, d.slots); start(d)
+    ...
+    pool.release(trial_id); policy.finished(trial_id, now)
+
+Contract for every policy:
+- ``schedule`` never returns a slot that is not free in ``pool`` at that moment, never the same slot
+  twice, and never a trial twice; it does not modify ``pool`` (the caller applies the decisions);
+- a returned trial leaves the pending queue;
+- ``schedule`` is deterministic given the same submissions and pool state.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from scheduler.resources import ResourcePool
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """A candidate trial as placement sees it.
+
+    ``slots``: the number of slots it needs (chosen by the cost model); a request for more than one
+    node's worth of slots is a multi-node trial and always gets whole nodes.
+    ``predicted_seconds``: predicted wall time at that size (used for reservations and backfill).
+    ``predicted_work``: predicted slot-seconds (``slots * predicted_seconds`` unless stated).
+    """
+
+    trial_id: int
+    slots: int
+    predicted_seconds: float = 1.0
+    submit_time: float = 0.0
+    memory_per_slot_gb: float = 0.0
+
+    @property
+    def predicted_work(self) -> float:
+        return self.slots * self.predicted_seconds
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Start ``trial_id`` on these global slot ids now."""
+
+    trial_id: int
+    slots: tuple[int, ...]
+
+
+class PlacementPolicy(ABC):
+    """Base class of placement policies. See the module docstring for the contract."""
+
+    name: str = "abstract"
+
+    def __init__(self) -> None:
+        self._pending: dict[int, TrialRequest] = {}
+
+    def submit(self, request: TrialRequest) -> None:
+        """Add a candidate to the pending queue."""
+        if request.trial_id in self._pending:
+            raise ValueError(f"trial {request.trial_id} is already pending")
+        self._pending[request.trial_id] = request
+
+    def cancel(self, trial_id: int) -> None:
+        """Drop a pending candidate (for example when the campaign budget is reached)."""
+        self._pending.pop(trial_id, None)
+
+    def finished(self, trial_id: int, now: float) -> None:  # noqa: B027 - optional hook
+        """Called after a running trial's slots were released; policies with reservations update here."""
+
+    @property
+    def pending(self) -> list[TrialRequest]:
+        """Pending candidates in submission order."""
+        return list(self._pending.values())
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    @abstractmethod
+    def schedule(self, pool: ResourcePool, now: float) -> list[Decision]:
+        """Choose trials to start now on free slots of ``pool``; remove them from the queue."""
+
+
+def pick_slots(pool: ResourcePool, n: int, taken: set[int]) -> tuple[int, ...] | None:
+    """First-fit slot choice shared by simple policies.
+
+    ``n <= slots_per_node``: all slots on one node, preferring the fullest node that still fits
+    (packs sub-node trials into partly used nodes). ``n > slots_per_node``: ``n / slots_per_node``
+    whole free nodes, lowest ids first (kept close together). ``taken`` holds slots already handed
+    out in the current ``schedule`` call. Returns ``None`` if it does not fit now.
+    """
+    spn = pool.slots_per_node
+    if n <= spn:
+        best: tuple[int, list[int]] | None = None
+        for node in range(pool.num_nodes):
+            free = [s for s in pool.free_slots_of_node(node) if s not in taken]
+            if len(free) >= n and (best is None or len(free) < len(best[1])):
+                best = (node, free)
+                if len(free) == n:
+                    break
+        return tuple(best[1][:n]) if best else None
+    if n % spn:
+        raise ValueError(f"a multi-node trial needs a multiple of {spn} slots, got {n}")
+    need = n // spn
+    nodes = []
+    for node in range(pool.num_nodes):
+        free = [s for s in pool.free_slots_of_node(node) if s not in taken]
+        if len(free) == spn:
+            nodes.append(node)
+            if len(nodes) == need:
+                return tuple(s for nd in nodes for s in pool.slots_of_node(nd))
+    return None
