@@ -1,0 +1,310 @@
+"""The campaign file (``campaign.yaml``): validated completely before anything launches.
+
+:func:`load_campaign` reads the YAML, resolves ``dataset`` and ``base_config`` relative to the
+YAML file, and checks everything a user can get wrong: unknown keys (with the closest known key),
+missing files (named), search-space entries (named), search-space keys that do not lead into the
+base HydraGNN config (the key's parent section must exist), bounds. Every error is a
+:class:`CampaignConfigError` whose message starts with the campaign file's path.
+
+:func:`freeze` writes the frozen copy (``campaign.yaml`` with every default filled in and absolute
+paths, plus ``base_config.json``) into the campaign directory; :func:`check_unchanged` refuses a
+resume whose campaign differs from the frozen copy, listing the differing keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hpo.objective import check_objective_key
+from hpo.optimizers import OptimizerOptionError, check_optimizer_options
+from hpo.space import ConfigPathError, SearchSpace, check_config_paths
+
+__all__ = [
+    "CampaignChangedError",
+    "CampaignConfig",
+    "CampaignConfigError",
+    "OptimizerConfig",
+    "PLACEMENT_POLICIES",
+    "ResourcesConfig",
+    "check_unchanged",
+    "freeze",
+    "load_campaign",
+    "load_frozen_dict",
+    "validate_campaign",
+]
+
+PLACEMENT_POLICIES: tuple[str, ...] = ("first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block")
+FROZEN_CAMPAIGN = "campaign.yaml"
+FROZEN_BASE_CONFIG = "base_config.json"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class CampaignConfigError(ValueError):
+    """An invalid campaign file; the message names the file and the key."""
+
+
+class CampaignChangedError(CampaignConfigError):
+    """A resume with a campaign that differs from the campaign directory's frozen copy."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class OptimizerConfig(_Strict):
+    """``optimizer:`` section: the backend and its library options."""
+
+    name: Literal["deephyper-cbo", "optuna-tpe", "random"] = "deephyper-cbo"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResourcesConfig(_Strict):
+    """``resources:`` section: what one node offers and which trial sizes are allowed."""
+
+    slots_per_node: int = Field(1, ge=1)
+    device: Literal["cpu", "gpu"] = "cpu"
+    slots_per_trial: list[int] = Field(default_factory=lambda: [1], min_length=1)
+
+    @field_validator("slots_per_trial")
+    @classmethod
+    def _positive_sorted(cls, sizes: list[int]) -> list[int]:
+        if any(s < 1 for s in sizes):
+            raise ValueError(f"every size must be >= 1, got {sizes}")
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"sizes must be distinct, got {sizes}")
+        return sorted(sizes)
+
+
+class CampaignConfig(_Strict):
+    """A validated campaign. Paths are absolute after :func:`load_campaign`."""
+
+    dataset: Path
+    base_config: Path
+    search_space: dict[str, Any]
+    objective: str = "objective"
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    max_trials: int = Field(ge=1)
+    max_time_s: float | None = Field(None, gt=0)
+    trial_time_limit_s: float = Field(3600.0, gt=0)
+    retries: int = Field(0, ge=0)
+    retry_oom_on_more_slots: bool = True
+    seed: int = 0
+    failure_threshold: float = Field(0.5, gt=0, le=1)
+    min_trials_for_threshold: int = Field(8, ge=1)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "first-fit"
+    pool_factor: float = Field(2.0, ge=1)
+    trial_program: str = "hydragnn_ensemble"
+
+    @field_validator("search_space")
+    @classmethod
+    def _valid_space(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        return SearchSpace.from_dict(spec).to_dict()
+
+    @field_validator("objective")
+    @classmethod
+    def _valid_objective(cls, key: str) -> str:
+        return check_objective_key(key)
+
+    @field_validator("trial_program")
+    @classmethod
+    def _module_name(cls, name: str) -> str:
+        if not _MODULE.match(name):
+            raise ValueError(f"{name!r} is not a python module name (run as 'python -m <module>')")
+        return name
+
+    @model_validator(mode="after")
+    def _sizes_fit_nodes(self) -> "CampaignConfig":
+        per_node = self.resources.slots_per_node
+        for size in self.resources.slots_per_trial:
+            if size > per_node and size % per_node:
+                raise ValueError(
+                    f"resources.slots_per_trial: {size} slots spans nodes but is not a multiple of "
+                    f"slots_per_node ({per_node})"
+                )
+        return self
+
+    @property
+    def space(self) -> SearchSpace:
+        """The search space (parsed again: cheap, and the model stays plain data)."""
+        return SearchSpace.from_dict(self.search_space)
+
+    def load_base_config(self) -> dict[str, Any]:
+        """The base HydraGNN config (JSON object)."""
+        return _read_base_config(self.base_config)
+
+    def frozen_dict(self) -> dict[str, Any]:
+        """Plain-data form (JSON types, absolute paths, defaults filled) written by :func:`freeze`."""
+        return self.model_dump(mode="json")
+
+
+# -- loading ------------------------------------------------------------------------------------
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the (nested) model at ``loc``, for 'did you mean' hints."""
+    for part in loc:
+        info = model.model_fields.get(str(part))
+        annotation = getattr(info, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _format_errors(source: Path, exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        where = ".".join(str(p) for p in loc) or "<top level>"
+        if error["type"] == "extra_forbidden":
+            known = _fields_at(CampaignConfig, loc[:-1])
+            match = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
+            hint = f" (did you mean {match[0]!r}?)" if match else ""
+            lines.append(f"unknown key {where!r}{hint}")
+        elif error["type"] == "missing":
+            lines.append(f"missing required key {where!r}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{where}: {message}")
+    return f"{source}: " + "; ".join(lines)
+
+
+def _read_base_config(path: Path) -> dict[str, Any]:
+    try:
+        with open(path) as fh:
+            config = json.load(fh)
+    except OSError as exc:
+        raise CampaignConfigError(f"base_config {path}: cannot read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise CampaignConfigError(f"base_config {path}: not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise CampaignConfigError(f"base_config {path}: must hold a JSON object")
+    return config
+
+
+def validate_campaign(data: Mapping[str, Any], source: str | os.PathLike) -> CampaignConfig:
+    """Validate campaign data (paths relative to ``source``'s folder) and check the files exist and
+    the search-space keys lead into the base config."""
+    source = Path(source)
+    if not isinstance(data, Mapping):
+        raise CampaignConfigError(f"{source}: must be a YAML mapping of campaign keys")
+    data = dict(data)
+    for key in ("dataset", "base_config"):
+        if isinstance(data.get(key), str) and data[key]:
+            data[key] = str((source.parent / os.path.expanduser(data[key])).resolve())
+    try:
+        config = CampaignConfig.model_validate(data)
+    except ValidationError as exc:
+        raise CampaignConfigError(_format_errors(source, exc)) from None
+    if not config.dataset.exists():
+        raise CampaignConfigError(f"{source}: dataset: {config.dataset} does not exist")
+    if not config.base_config.is_file():
+        raise CampaignConfigError(f"{source}: base_config: {config.base_config} is not a file")
+    try:
+        base = _read_base_config(config.base_config)
+    except CampaignConfigError as exc:
+        raise CampaignConfigError(f"{source}: {exc}") from None
+    try:
+        check_optimizer_options(config.optimizer.name, config.optimizer.options)
+    except OptimizerOptionError as exc:
+        raise CampaignConfigError(f"{source}: optimizer.options: {exc}") from None
+    try:
+        check_config_paths(base, list(config.search_space))
+    except ConfigPathError as exc:
+        raise CampaignConfigError(
+            f"{source}: search_space: {exc} (in base_config {config.base_config})"
+        ) from None
+    return config
+
+
+def load_campaign(path: str | os.PathLike) -> CampaignConfig:
+    """Read and validate a campaign YAML file (paths resolved relative to it)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CampaignConfigError(f"{path}: cannot read campaign file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CampaignConfigError(f"{path}: not valid YAML ({exc})") from exc
+    return validate_campaign(data if data is not None else {}, path)
+
+
+# -- frozen copy ------------------------------------------------------------------------------------
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def freeze(config: CampaignConfig, campaign_dir: str | os.PathLike) -> None:
+    """Write ``campaign.yaml`` (frozen config) and ``base_config.json`` into ``campaign_dir``."""
+    campaign_dir = Path(campaign_dir)
+    campaign_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomic(
+        campaign_dir / FROZEN_CAMPAIGN, yaml.safe_dump(config.frozen_dict(), sort_keys=False)
+    )
+    _write_atomic(
+        campaign_dir / FROZEN_BASE_CONFIG, json.dumps(config.load_base_config(), indent=2) + "\n"
+    )
+
+
+def load_frozen_dict(campaign_dir: str | os.PathLike) -> dict[str, Any]:
+    """The frozen campaign of a campaign directory as plain data (no file checks, so it works on a
+    copied directory)."""
+    path = Path(campaign_dir) / FROZEN_CAMPAIGN
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CampaignConfigError(f"{path}: cannot read the frozen campaign ({exc})") from exc
+    if not isinstance(data, dict):
+        raise CampaignConfigError(f"{path}: the frozen campaign is not a mapping")
+    return data
+
+
+def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in list(old) + [k for k in new if k not in old]:
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old or key not in new:
+                out.append(where)
+            else:
+                out.extend(_diff(old[key], new[key], where))
+        return out
+    return [] if old == new else [prefix or "<value>"]
+
+
+def check_unchanged(
+    config: CampaignConfig, campaign_dir: str | os.PathLike, allow: Iterable[str] = ()
+) -> None:
+    """Raise :class:`CampaignChangedError` listing the keys where ``config`` (or its base config's
+    contents) differs from the frozen copy in ``campaign_dir``; top-level keys in ``allow`` may
+    differ (e.g. ``max_trials`` to extend a campaign)."""
+    campaign_dir = Path(campaign_dir)
+    allowed = set(allow)
+    frozen = load_frozen_dict(campaign_dir)
+    changed = [k for k in _diff(frozen, config.frozen_dict()) if k.split(".")[0] not in allowed]
+    frozen_base_path = campaign_dir / FROZEN_BASE_CONFIG
+    try:
+        frozen_base = json.loads(frozen_base_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CampaignChangedError(f"{frozen_base_path}: cannot read the frozen base config ({exc})") from exc
+    changed += [f"base_config:{k}" for k in _diff(frozen_base, config.load_base_config())]
+    if changed:
+        raise CampaignChangedError(
+            f"{campaign_dir}: the campaign differs from its frozen copy ({FROZEN_CAMPAIGN}, "
+            f"{FROZEN_BASE_CONFIG}) in: {', '.join(changed)}. Resume with the original campaign, "
+            "or start a new campaign directory."
+        )

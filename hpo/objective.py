@@ -1,0 +1,41 @@
+"""Which number of a trial's ``result.json`` the campaign minimises.
+
+``objective`` (the default) is the task-weighted validation loss the trainer reports;
+``heads.<head>.val_mae`` / ``heads.<head>.val_rmse`` pick one head's validation error instead.
+Only a completed trial has an objective for the optimizer: anything else is a failure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+__all__ = ["OBJECTIVE_PATTERN", "check_objective_key", "objective_value"]
+
+OBJECTIVE_PATTERN = re.compile(r"^(objective|heads\.[^.\s]+\.(val_mae|val_rmse))$")
+
+
+def check_objective_key(key: str) -> str:
+    """Return ``key`` or raise ValueError when it is not a supported objective."""
+    if not isinstance(key, str) or not OBJECTIVE_PATTERN.match(key):
+        raise ValueError(
+            f"objective {key!r}: must be 'objective' or 'heads.<head>.val_mae' / "
+            "'heads.<head>.val_rmse'"
+        )
+    return key
+
+
+def objective_value(result: Mapping[str, Any] | None, key: str = "objective") -> float | None:
+    """The number to minimise from a result.json dict, or None (failed: not completed, missing,
+    or not finite)."""
+    if not result or result.get("status") != "completed":
+        return None
+    if key == "objective":
+        value = result.get("objective")
+    else:
+        _, head, metric = key.split(".")
+        value = ((result.get("heads") or {}).get(head) or {}).get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)

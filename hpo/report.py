@@ -1,0 +1,325 @@
+"""The campaign report: a summary table and two plots, from the campaign directory alone.
+
+It reads ``journal.jsonl`` (or, when there is none, ``results.csv``) so it works on a directory
+copied to another machine, while the campaign runs or after it stopped:
+
+* the summary: trials by status, the best trial, the top-N trials with their hyperparameters,
+  total slot-hours and utilisation (busy slot-time over slot-time available while the campaign ran);
+* ``report/objective.png``: objective per trial in finishing order, failures marked, best-so-far;
+* ``report/gantt.png``: slots over time, one bar per trial attempt, coloured by status.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpo.journal import AttemptRecord, CampaignState, TrialRecord, read_journal
+
+__all__ = [
+    "CampaignSummary",
+    "ReportFiles",
+    "format_summary",
+    "load_state",
+    "plot_gantt",
+    "plot_objective",
+    "summarize",
+    "write_report",
+]
+
+STATUS_COLOURS = {
+    "completed": "#2ca02c",
+    "diverged": "#ff7f0e",
+    "timeout": "#9467bd",
+    "failed": "#d62728",
+    "interrupted": "#7f7f7f",
+    "running": "#1f77b4",
+}
+
+
+# -- loading ------------------------------------------------------------------------------------
+def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
+    """The campaign state from ``journal.jsonl``, else from ``results.csv``."""
+    campaign_dir = Path(campaign_dir)
+    journal = campaign_dir / "journal.jsonl"
+    if journal.exists():
+        return CampaignState.replay(read_journal(journal).events)
+    results = campaign_dir / "results.csv"
+    if results.exists():
+        return _state_from_results_csv(results)
+    raise FileNotFoundError(f"{campaign_dir}: no journal.jsonl or results.csv (not a campaign directory?)")
+
+
+def _number(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _state_from_results_csv(path: Path) -> CampaignState:
+    state = CampaignState(start_time=0.0)
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        record = TrialRecord(int(row["job_id"]))
+        record.params = {k[2:]: _number(v) for k, v in row.items() if k.startswith("p:")}
+        attempt = AttemptRecord(
+            max(int(row.get("m:attempts") or 1) - 1, 0),
+            start=float(row["m:timestamp_start"]) if row.get("m:timestamp_start") else None,
+            end=float(row["m:timestamp_end"]) if row.get("m:timestamp_end") else None,
+            slots=[int(s) for s in (row.get("m:slots") or "").split(";") if s],
+            hosts=[h for h in (row.get("m:host") or "").split(";") if h],
+            size=int(row.get("m:size") or 0),
+            status=row.get("m:status") or "completed",
+            reason=row.get("m:failure_reason") or None,
+        )
+        record.attempts[attempt.attempt] = attempt
+        objective = row.get("objective", "")
+        record.objective = float(objective) if objective not in ("", "F") else None
+        state.trials[record.trial_id] = record
+    ends = [a.end or a.start or 0.0 for r in state.trials.values() for a in r.attempts.values()]
+    state.last_time = max(ends, default=0.0)
+    slots = [s for r in state.trials.values() for a in r.attempts.values() for s in a.slots]
+    state.segments = [(0.0, state.last_time, max(slots, default=-1) + 1)]
+    return state
+
+
+# -- summary ------------------------------------------------------------------------------------
+@dataclass
+class CampaignSummary:
+    """The figures of the report."""
+
+    counts: dict[str, int]
+    num_trials: int
+    best: TrialRecord | None
+    top: list[TrialRecord]
+    param_keys: list[str]
+    slot_hours: float
+    utilisation: float | None
+    wall_hours: float
+    num_slots: int
+    finished_reason: str | None = None
+    short_names: dict[str, str] = field(default_factory=dict)
+
+
+def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
+    if attempt.end is not None:
+        return attempt.end
+    return state.last_time
+
+
+def _attempt_slots(attempt: AttemptRecord) -> int:
+    return max(len(attempt.slots), attempt.size, 1)
+
+
+def _short_names(keys: list[str]) -> dict[str, str]:
+    """Shortest distinct dotted suffix of each key (``...Architecture.hidden_dim`` -> ``hidden_dim``)."""
+    out = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[-n:])
+            if sum(k == name or k.endswith("." + name) for k in keys) == 1:
+                break
+        out[key] = name
+    return out
+
+
+def summarize(state: CampaignState, top: int = 10) -> CampaignSummary:
+    """Counts, best and top-N trials, slot-hours and utilisation of a campaign state."""
+    busy = 0.0
+    slot_ids: set[int] = set()
+    for record in state.trials.values():
+        for attempt in record.attempts.values():
+            end = _attempt_end(attempt, state)
+            if attempt.start is not None and end is not None:
+                busy += max(0.0, end - attempt.start) * _attempt_slots(attempt)
+            slot_ids.update(attempt.slots)
+    num_slots = max((s[2] for s in state.segments), default=0) or len(slot_ids)
+    capacity = sum(max(0.0, end - start) * (n or num_slots) for start, end, n in state.segments)
+    wall = sum(max(0.0, end - start) for start, end, _ in state.segments)
+    ranked = sorted(
+        (r for r in state.trials.values() if r.objective is not None),
+        key=lambda r: (r.objective, r.trial_id),
+    )
+    keys = state.param_keys
+    return CampaignSummary(
+        counts={k: v for k, v in state.counts.items() if v},
+        num_trials=len(state.trials),
+        best=ranked[0] if ranked else None,
+        top=ranked[:top],
+        param_keys=keys,
+        slot_hours=busy / 3600.0,
+        utilisation=busy / capacity if capacity > 0 else None,
+        wall_hours=wall / 3600.0,
+        num_slots=num_slots,
+        finished_reason=state.finished_reason,
+        short_names=_short_names(keys),
+    )
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_summary(summary: CampaignSummary) -> str:
+    """The summary as plain text (what ``hydragnn-ensemble report`` prints)."""
+    lines = []
+    counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items()) or "none"
+    lines.append(f"trials: {summary.num_trials} ({counts})")
+    if summary.best is not None:
+        lines.append(f"best so far: trial {summary.best.trial_id}, objective {summary.best.objective:.6g}")
+    else:
+        lines.append("best so far: no completed trial")
+    utilisation = "n/a" if summary.utilisation is None else f"{100 * summary.utilisation:.1f}%"
+    lines.append(
+        f"slot-hours: {summary.slot_hours:.3f} on {summary.num_slots} slots over "
+        f"{summary.wall_hours:.3f} h; utilisation {utilisation}"
+    )
+    if summary.finished_reason:
+        lines.append(f"campaign finished: {summary.finished_reason}")
+    if summary.top:
+        names = [summary.short_names.get(k, k) for k in summary.param_keys]
+        header = ["rank", "trial", "objective", *names, "slots", "wall_s"]
+        rows = []
+        for rank, record in enumerate(summary.top, start=1):
+            result = record.result or {}
+            last = record.last_attempt
+            rows.append(
+                [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
+                + [_cell(record.params.get(k, "")) for k in summary.param_keys]
+                + [str(_attempt_slots(last)) if last else "", _cell(result.get("wall_time_s", ""))]
+            )
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        lines.append("")
+        lines.append(f"top {len(rows)} trials:")
+        lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        lines.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
+    return "\n".join(lines)
+
+
+# -- plots --------------------------------------------------------------------------------------
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
+    """Objective of each finished trial in finishing order, failures marked, best-so-far line."""
+    plt = _pyplot()
+    finished = sorted(
+        state.finished, key=lambda r: (r.last_attempt.end if r.last_attempt and r.last_attempt.end is not None else math.inf, r.trial_id)
+    )
+    xs, ys, fail_x, best_x, best_y = [], [], [], [], []
+    best = math.inf
+    for i, record in enumerate(finished, start=1):
+        if record.objective is None:
+            fail_x.append(i)
+        else:
+            xs.append(i)
+            ys.append(record.objective)
+            best = min(best, record.objective)
+        if best < math.inf:
+            best_x.append(i)
+            best_y.append(best)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    ax.scatter(xs, ys, s=18, color=STATUS_COLOURS["completed"], label="completed trial", zorder=3)
+    ax.step(best_x, best_y, where="post", color="black", linewidth=1.5, label="best so far", zorder=4)
+    if ys and min(ys) > 0 and max(ys) / min(ys) > 100:
+        ax.set_yscale("log")
+    if fail_x:
+        top = max(ys) if ys else 1.0
+        ax.scatter(fail_x, [top] * len(fail_x), marker="x", color=STATUS_COLOURS["failed"],
+                   label=f"failed / no objective ({len(fail_x)})", zorder=3, clip_on=False)
+    ax.set_xlabel("trials in finishing order")
+    ax.set_ylabel(f"objective ({state.objective_key}, lower is better)")
+    title = "objective per trial"
+    if state.best_trial is not None:
+        title += f" - best: trial {state.best_trial.trial_id} = {state.best_objective:.4g}"
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
+    """Slots (y) over time since the campaign started (x); one bar per trial attempt and slot."""
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
+    t0 = state.start_time or 0.0
+    bars: dict[str, list[tuple[int, float, float]]] = {}
+    labels: list[tuple[float, int, str]] = []
+    max_slot = -1
+    for record in state.trials.values():
+        for attempt in record.attempts.values():
+            end = _attempt_end(attempt, state)
+            if attempt.start is None or end is None:
+                continue
+            start, width = attempt.start - t0, max(end - attempt.start, 0.0)
+            for slot in attempt.slots:
+                bars.setdefault(attempt.status, []).append((slot, start, width))
+                max_slot = max(max_slot, slot)
+            if attempt.slots:
+                labels.append((start + width / 2, min(attempt.slots), str(record.trial_id)))
+    num_slots = max(max_slot + 1, 1)
+    fig, ax = plt.subplots(figsize=(10, min(2.0 + 0.3 * num_slots, 12)), dpi=100)
+    for status, items in bars.items():
+        for slot, start, width in items:
+            ax.broken_barh([(start, width)], (slot - 0.4, 0.8), facecolors=STATUS_COLOURS.get(status, "#bbbbbb"),
+                           edgecolor="white", linewidth=0.5)
+    span = (state.last_time or t0) - t0
+    if len(labels) <= 150 and num_slots <= 64:
+        for x, slot, text in labels:
+            ax.text(x, slot, text, ha="center", va="center", fontsize=6, color="white", clip_on=True)
+    for start, _, _ in state.segments[1:]:
+        ax.axvline(start - t0, color="black", linestyle="--", linewidth=1)
+    ax.set_xlim(0, max(span, 1e-9))
+    ax.set_ylim(-0.6, num_slots - 0.4)
+    ax.set_xlabel("seconds since the campaign started (dashed: resume)")
+    ax.set_ylabel("slot")
+    if num_slots <= 32:
+        ax.set_yticks(range(num_slots))
+    ax.invert_yaxis()
+    ax.set_title(f"slot usage: {len(labels)} trial attempts on {num_slots} slots")
+    ax.legend(handles=[Patch(color=STATUS_COLOURS.get(s, "#bbbbbb"), label=s) for s in sorted(bars)],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+@dataclass
+class ReportFiles:
+    """What :func:`write_report` produced."""
+
+    text: str
+    objective_png: Path
+    gantt_png: Path
+
+
+def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
+    """Summary text plus ``report/objective.png`` and ``report/gantt.png`` in ``campaign_dir``."""
+    campaign_dir = Path(campaign_dir)
+    state = load_state(campaign_dir)
+    out = campaign_dir / "report"
+    out.mkdir(exist_ok=True)
+    files = ReportFiles(format_summary(summarize(state, top)), out / "objective.png", out / "gantt.png")
+    plot_objective(state, files.objective_png)
+    plot_gantt(state, files.gantt_png)
+    return files

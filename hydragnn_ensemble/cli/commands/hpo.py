@@ -1,0 +1,63 @@
+"""``hydragnn-ensemble hpo CAMPAIGN.yaml [-o DIR] [--resume]``: run an HPO campaign under MPI.
+
+Run it with one rank more than the slots you want: ``mpiexec -n 5 hydragnn-ensemble hpo c.yaml``
+gives rank 0 (scheduler) and 4 agents (one trial slot each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "hpo"
+HELP = "run (or --resume) a hyperparameter-optimization campaign under mpirun/srun"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("campaign", help="campaign YAML file")
+    parser.add_argument("-o", "--output", default=None,
+                        help="campaign directory (default: ./<campaign file stem>_campaign)")
+    parser.add_argument("--dataset", default=None,
+                        help="dataset file to use instead of the campaign's 'dataset' (give it again on --resume)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the campaign in the directory after a crash or a stop")
+    parser.add_argument("--force-unlock", action="store_true",
+                        help="take over a lock held by a campaign on another host (only if it is dead)")
+    parser.add_argument("--no-progress", action="store_true", help="no live progress line")
+
+
+def _summary_lines(summary) -> list[str]:
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "none"
+    best = "-" if summary.best_objective is None else f"{summary.best_objective:.6g} (trial {summary.best_trial})"
+    return [
+        f"campaign finished: {summary.reason}",
+        f"  trials finished: {summary.finished} ({counts})",
+        f"  best objective: {best}",
+        f"  this run: {summary.elapsed_s:.1f} s",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from hpo.campaign import CampaignConfigError
+    from hydragnn_ensemble.cli import UserError
+    from scheduler.runtime import CampaignDirError, CampaignSetupError, run_campaign
+
+    comm = MPI.COMM_WORLD
+    try:
+        summary = run_campaign(args.campaign, args.output, resume=args.resume, comm=comm,
+                               force_unlock=args.force_unlock, progress=not args.no_progress,
+                               dataset=args.dataset)
+    except (CampaignSetupError, CampaignDirError, CampaignConfigError) as exc:
+        if comm.Get_rank() != 0 and comm.Get_size() > 1:
+            return 2  # rank 0 prints the reason once
+        raise UserError(str(exc)) from None
+    if summary is None:  # an agent rank
+        return 0
+    for line in _summary_lines(summary):
+        print(line)
+    if summary.stopped_by_failures:
+        print(summary.failure_message, file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,32 @@
+"""``hydragnn-ensemble report CAMPAIGN_DIR``: summary table and plots of an HPO campaign."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "report"
+HELP = "Summarise an HPO campaign directory: top trials, status counts, slot use, plots."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl or results.csv)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="trials in the table (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hydragnn_ensemble.cli import UserError
+    from hpo.journal import JournalCorruptError, JournalEventError
+    from hpo.report import write_report
+
+    if args.top < 1:
+        raise UserError(f"--top must be >= 1, got {args.top}")
+    if not args.campaign_dir.is_dir():
+        raise UserError(f"{args.campaign_dir}: not a directory")
+    try:
+        files = write_report(args.campaign_dir, top=args.top)
+    except (FileNotFoundError, JournalCorruptError, JournalEventError) as exc:
+        raise UserError(str(exc)) from exc
+    print(files.text)
+    print(f"\nplots: {files.objective_png}\n       {files.gantt_png}")
+    return 0

@@ -1,0 +1,142 @@
+"""An agent rank: owns one slot, starts the trial processes rank 0 sends it, watches and kills them.
+
+Model (documented in :mod:`scheduler.runtime`): one agent rank per slot. This is what
+``srun --ntasks-per-node=8 --gpus-per-task=1`` gives on Frontier (each rank sees its own GCD) and what
+``mpiexec -n N`` gives on a workstation; ``resources.slots_per_node`` groups the agents of one host
+into nodes for placement.
+
+The loop never blocks for long: it waits on the pidfds of its processes (so an exit is seen at once)
+with a short timeout, then probes for messages from rank 0. Nothing a trial does (exception,
+segfault, OOM kill, hang) can take the agent down: the trial is a separate process in its own
+session, and every way it can end becomes a :class:`PartExited` report.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from scheduler.runtime.messages import (
+    TAG_EXITED,
+    TAG_KILL,
+    TAG_SHUTDOWN,
+    TAG_START,
+    AgentAssignment,
+    AgentHello,
+    KillTrial,
+    PartExited,
+    Shutdown,
+    StartTrial,
+)
+from scheduler.runtime.trial_process import (
+    GPU_VISIBILITY_VARS,
+    TrialLauncher,
+    TrialProcess,
+    device_binding,
+    part_exited,
+    wait_for_exit,
+)
+
+IDLE_WAIT_S = 0.001  # no trial running: poll for a start message this often
+RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
+#                        this often (only KillTrial/Shutdown can arrive while the slot is busy)
+
+
+def hello(comm) -> AgentHello:
+    """This agent's start-up report (rank, host, the GPU variables the launcher set)."""
+    from mpi4py import MPI
+
+    inherited = {v: os.environ[v] for v in GPU_VISIBILITY_VARS if os.environ.get(v)}
+    return AgentHello(rank=comm.Get_rank(), host=MPI.Get_processor_name(), inherited_devices=inherited)
+
+
+class Agent:
+    """The agent loop of one rank. ``run()`` returns when rank 0 sends :class:`Shutdown`."""
+
+    def __init__(self, comm, assignment: AgentAssignment, me: AgentHello, device: str) -> None:
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.assignment = assignment
+        binding = device_binding(device, me.inherited_devices, assignment.local_index)
+        self.launcher = TrialLauncher(binding)
+        self.procs: dict[tuple[int, int], TrialProcess] = {}
+        self._sends: list = []
+
+    # -- messages ----------------------------------------------------------------------------------
+    def _report(self, report: PartExited) -> None:
+        self._sends.append(self.comm.isend(report, dest=0, tag=TAG_EXITED))
+        self._sends = [r for r in self._sends if not r.Test()]
+
+    def _handle_start(self, msg: StartTrial) -> None:
+        try:
+            proc = self.launcher.launch(msg)
+        except OSError as exc:
+            now = time.time()
+            self._report(PartExited(self.rank, msg.trial_id, msg.attempt, msg.rank, returncode=127,
+                                    start_time=now, end_time=now,
+                                    killed_reason=f"could not start the trial process: {exc}"))
+            return
+        self.procs[proc.key] = proc
+
+    def _handle_kill(self, msg: KillTrial) -> None:
+        proc = self.procs.get((msg.trial_id, msg.attempt))
+        if proc is not None:
+            proc.terminate(msg.reason, time.time())
+
+    def _drain_messages(self) -> Shutdown | None:
+        from mpi4py import MPI
+
+        status = MPI.Status()
+        while self.comm.Iprobe(source=0, tag=MPI.ANY_TAG, status=status):
+            tag = status.Get_tag()
+            msg = self.comm.recv(source=0, tag=tag)
+            if tag == TAG_START:
+                self._handle_start(msg)
+            elif tag == TAG_KILL:
+                self._handle_kill(msg)
+            elif tag == TAG_SHUTDOWN:
+                return msg
+            else:
+                raise RuntimeError(f"agent {self.rank}: unexpected message tag {tag}")
+        return None
+
+    # -- processes ---------------------------------------------------------------------------------
+    def _check_processes(self) -> None:
+        now = time.time()
+        for key, proc in list(self.procs.items()):
+            code = proc.poll()
+            if code is None:
+                proc.enforce(now)
+                continue
+            proc.close()
+            del self.procs[key]
+            self._report(part_exited(proc, self.rank, code, time.time()))
+
+    def _shutdown(self, reason: str) -> None:
+        """Kill what still runs (nothing, after a normal end) and wait for it; no reports: rank 0
+        has stopped listening."""
+        now = time.time()
+        for proc in self.procs.values():
+            proc.terminate(f"campaign shut down: {reason}", now)
+        while self.procs:
+            now = time.time()
+            for key, proc in list(self.procs.items()):
+                if proc.poll() is None:
+                    proc.enforce(now)
+                else:
+                    proc.close()
+                    del self.procs[key]
+            time.sleep(0.01)
+
+    def run(self) -> None:
+        """Serve rank 0 until it sends Shutdown."""
+        while True:
+            if self.procs:
+                wait_for_exit(list(self.procs.values()), RUNNING_WAIT_S)
+            else:
+                time.sleep(IDLE_WAIT_S)
+            self._check_processes()
+            stop = self._drain_messages()
+            if stop is not None:
+                self._shutdown(stop.reason)
+                return

@@ -1,0 +1,206 @@
+"""The campaign directory: layout, the lock that keeps a second campaign out, freezing and resuming.
+
+Layout (the single source of truth of a campaign)::
+
+    CAMPAIGN_DIR/campaign.yaml      frozen copy of the validated campaign (absolute paths)
+    CAMPAIGN_DIR/base_config.json   frozen copy of the base HydraGNN config; trials start from it
+    CAMPAIGN_DIR/journal.jsonl      append-only events, rank 0 is the only writer
+    CAMPAIGN_DIR/results.csv        regenerated from the journal (DeepHyper columns)
+    CAMPAIGN_DIR/lock               {"host", "pid", "proc_start", "time"} of the running campaign
+    CAMPAIGN_DIR/trials/<id>/       config.json, result.json, checkpoint(s), train.log
+
+The campaign directory must be on a file system that every node sees (Lustre/GPFS on a cluster):
+rank 0 writes the trial configs there, the trial processes write their results there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Campaign keys that may change between runs of one campaign (budgets and scheduling; the base
+# config's path, whose contents must still equal the frozen copy); everything else (dataset, search
+# space, objective, optimizer, seed, trial program) is frozen.
+RESUMABLE_KEYS: frozenset[str] = frozenset({
+    "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
+    "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
+    "base_config",
+})
+
+
+class CampaignDirError(ValueError):
+    """A campaign directory that cannot be used as asked (in use, exists, changed config)."""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds a campaign directory."""
+
+    host: str
+    pid: int
+    proc_start: int | None  # kernel start time of the pid (detects pid reuse), None off Linux
+    time: float
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
+        return f"pid {self.pid} on host {self.host} since {when}"
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state first), None if unknown (not Linux, no such pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces: split after its closing parenthesis
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _proc_start(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux /proc), None if unknown."""
+    fields = _proc_stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def _alive(info: LockInfo) -> bool:
+    try:
+        os.kill(info.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    fields = _proc_stat(info.pid)
+    if fields is not None:
+        if fields[0] in ("Z", "X"):
+            return False  # killed, not reaped yet (a zombie holds nothing)
+        if info.proc_start is not None and int(fields[19]) != info.proc_start:
+            return False  # the pid was reused by another process
+    return True
+
+
+class CampaignLock:
+    """An ``O_EXCL`` lock file. ``acquire`` refuses a directory held by a live process; a lock left by
+    a dead process on this host is taken over; one from another host needs ``force=True``."""
+
+    STALE_EMPTY_S = 30.0  # an unreadable lock this old was torn by a crash while being written
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.held = False
+        self.notice: str | None = None  # what acquire() did about a stale lock, for the user
+
+    def _read(self) -> LockInfo | None:
+        try:
+            return LockInfo(**json.loads(self.path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _try_create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        pid = os.getpid()
+        info = LockInfo(socket.gethostname(), pid, _proc_start(pid), time.time())
+        with os.fdopen(fd, "w") as fh:
+            json.dump(asdict(info), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+
+    def _remove_stale(self) -> None:
+        aside = self.path.with_name(f"{self.path.name}.stale.{os.getpid()}")
+        try:
+            os.replace(self.path, aside)
+            aside.unlink()
+        except FileNotFoundError:
+            pass
+
+    def acquire(self, force: bool = False) -> None:
+        for _ in range(3):
+            if self._try_create():
+                self.held = True
+                return
+            info = self._read()
+            where = f"campaign directory {self.path.parent} is in use"
+            if info is None:
+                age = time.time() - self.path.stat().st_mtime if self.path.exists() else 0.0
+                if not force and age < self.STALE_EMPTY_S:
+                    raise CampaignDirError(f"{where}: lock file {self.path} is being written")
+                self.notice = f"removed an unreadable lock file {self.path}"
+            elif info.host == socket.gethostname():
+                if _alive(info):
+                    raise CampaignDirError(
+                        f"{where} by {info.describe()} (lock file {self.path}); "
+                        "wait for it to finish or stop it first")
+                self.notice = f"removed a stale lock of {info.describe()} (that process is gone)"
+            elif not force:
+                raise CampaignDirError(
+                    f"{where} by {info.describe()} (lock file {self.path}); this host cannot check "
+                    "whether that process still runs: if no campaign runs there any more, rerun with "
+                    "--force-unlock")
+            else:
+                self.notice = f"forced removal of the lock of {info.describe()}"
+            self._remove_stale()
+        raise CampaignDirError(f"could not take the lock {self.path}: another process keeps taking it")
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+@dataclass(frozen=True)
+class CampaignDir:
+    """Paths of one campaign directory."""
+
+    root: Path
+
+    @property
+    def campaign_yaml(self) -> Path:
+        return self.root / "campaign.yaml"
+
+    @property
+    def base_config(self) -> Path:
+        return self.root / "base_config.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    @property
+    def results_csv(self) -> Path:
+        return self.root / "results.csv"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def trials(self) -> Path:
+        return self.root / "trials"
+
+    def trial_dir(self, trial_id: int) -> Path:
+        return self.trials / str(trial_id)
+
+    def has_campaign(self) -> bool:
+        return self.journal.exists() and self.journal.stat().st_size > 0
+
+
+def check_new(cdir: CampaignDir) -> None:
+    """Refuse to start a new campaign over an existing one."""
+    if cdir.has_campaign():
+        raise CampaignDirError(
+            f"{cdir.root} already holds a campaign ({cdir.journal}); use --resume to continue it "
+            "or choose another directory with -o")
+
+
+def check_resumable(cdir: CampaignDir) -> None:
+    """Refuse --resume where there is nothing to resume."""
+    if not cdir.has_campaign():
+        raise CampaignDirError(f"--resume: {cdir.root} holds no campaign (no {cdir.journal.name})")

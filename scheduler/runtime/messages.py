@@ -1,0 +1,108 @@
+"""Messages between the scheduler rank (rank 0) and the agent ranks.
+
+Every message is a small frozen dataclass sent with mpi4py's pickle-based point-to-point calls
+(``comm.isend`` / ``comm.recv``); each kind travels under its own MPI tag so a receiver can tell what
+arrives from ``MPI.Status.Get_tag()`` without unpickling first.
+
+Flow::
+
+    rank 0                                   agent r
+      <-- gather: AgentHello -----------------   (start-up, collective)
+      --- bcast: {rank: AgentAssignment} ---->   (start-up, collective)
+      --- StartTrial (TAG_START) ------------>   start one process of a trial on its slot
+      --- KillTrial (TAG_KILL) -------------->   terminate it (another part of the trial failed)
+      <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
+      --- Shutdown (TAG_SHUTDOWN) ----------->   kill whatever still runs, leave the loop
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TAG_START = 11
+TAG_KILL = 12
+TAG_SHUTDOWN = 13
+TAG_EXITED = 21
+
+
+@dataclass(frozen=True)
+class AgentHello:
+    """What an agent tells rank 0 at start-up: where it runs and which GPUs the launcher gave it."""
+
+    rank: int
+    host: str
+    inherited_devices: dict[str, str]  # the GPU visibility variables the launcher set (srun/mpirun)
+
+
+@dataclass(frozen=True)
+class AgentAssignment:
+    """Rank 0's answer at start-up: the agent's global slot id and its device index on the host."""
+
+    slot: int
+    node: int
+    local_index: int  # index of this agent among the agents of its host (GPU binding fallback)
+
+
+@dataclass(frozen=True)
+class StartTrial:
+    """Start process ``rank`` of ``world_size`` of one trial attempt on the receiving agent's slot."""
+
+    trial_id: int
+    attempt: int
+    rank: int
+    world_size: int
+    program: str  # python module with the trainer CLI contract
+    config_path: str
+    data_path: str
+    run_dir: str
+    log_path: str
+    time_budget_s: float  # passed to the trainer (--time-budget): it should stop by itself
+    kill_after_s: float  # hard limit enforced by the agent (time budget + margin)
+    init_method: str | None  # torch.distributed rendezvous for world_size > 1
+    device: str  # "cpu" | "gpu"
+    read_result: bool  # True on the process whose run directory result.json belongs to (rank 0)
+
+
+@dataclass(frozen=True)
+class KillTrial:
+    """Terminate the agent's process of this trial attempt (SIGTERM, then SIGKILL after a grace)."""
+
+    trial_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """The campaign is over: kill anything still running and leave the agent loop."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartExited:
+    """One trial process ended; the agent's slot is free again.
+
+    ``returncode`` follows :class:`subprocess.Popen` (negative = killed by that signal).
+    ``timed_out``: the agent killed it for exceeding ``kill_after_s``; ``killed_reason``: rank 0 asked
+    (``KillTrial``) or the agent shut down. ``result``: the parsed ``result.json`` when
+    ``read_result`` was set and the file was valid; ``result_error`` says why it could not be read.
+    """
+
+    agent_rank: int
+    trial_id: int
+    attempt: int
+    rank: int
+    returncode: int
+    start_time: float
+    end_time: float
+    timed_out: bool = False
+    killed_reason: str | None = None
+    result: dict | None = None
+    result_error: str | None = None
+    log_tail: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def wall_time_s(self) -> float:
+        return self.end_time - self.start_time

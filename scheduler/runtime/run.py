@@ -1,0 +1,227 @@
+"""``run_campaign``: the entry point every rank of ``mpirun -n N hydragnn-ensemble hpo ...`` calls.
+
+Start-up (collective): every agent reports its host and GPU variables (gather); rank 0 validates the
+campaign, takes the lock, freezes or checks the campaign directory, replays the journal on --resume,
+builds the slot layout and broadcasts each agent's slot (or the error that stops everybody). Then
+rank 0 runs :class:`SchedulerRank` and the agents run :class:`Agent` until rank 0 sends Shutdown.
+
+Budgets across runs of one campaign: ``max_trials`` counts finished trials (every final status, each
+trial once however many attempts it took); ``max_time_s`` counts campaign time summed over all runs
+(from each run's ``campaign_started`` to its last event), not the wall time between the first start
+and the last resume. When ``max_time_s`` is reached no new trial starts; running trials finish within
+their own time limit.
+
+Resume: every finished trial is told to the new optimizer again (``tell_past``); a trial running at
+the crash is re-run once as its next attempt with the same id and parameters; a trial suggested but
+not started yet is started with its id and parameters. The k-th resume seeds the optimizer with
+``seed + 1000 k`` so it does not hand out the first run's suggestions again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from scheduler.runtime.agent import Agent, hello
+from scheduler.runtime.campaign_dir import (
+    RESUMABLE_KEYS,
+    CampaignDir,
+    CampaignDirError,
+    CampaignLock,
+    check_new,
+    check_resumable,
+)
+from scheduler.runtime.layout import build_layout
+from scheduler.runtime.placement_registry import make_policy
+from scheduler.runtime.progress import ProgressLine
+from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
+from scheduler.runtime.sizing import SmallestSizeSizer, usable_sizes
+
+
+class CampaignSetupError(ValueError):
+    """The campaign cannot start (too few ranks, bad config, directory in use...): nothing ran."""
+
+
+@dataclass
+class _Setup:
+    scheduler: SchedulerRank
+    lock: CampaignLock
+    journal: Any
+    notices: list[str]
+
+
+def default_campaign_dir(campaign_path: str | Path) -> Path:
+    """``<cwd>/<campaign file stem>_campaign`` when no directory is given."""
+    return Path.cwd() / f"{Path(campaign_path).stem}_campaign"
+
+
+def _run_index(events: list[dict]) -> int:
+    return sum(e.get("event") == "campaign_started" for e in events)
+
+
+def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: bool,
+                 force_unlock: bool, dataset: Path | None) -> _Setup:
+    import yaml
+
+    from hpo.campaign import check_unchanged, freeze, load_campaign, validate_campaign
+    from hpo.journal import CampaignState, Journal, read_journal
+    from hpo.optimizers import make_optimizer
+    from hpo.pool import CandidatePool
+    from hpo.results_table import write_results_csv
+    from hpo.space import apply_params
+    from scheduler.runtime.journal_writer import BackgroundJournal
+
+    if dataset is None:
+        cfg = load_campaign(campaign_path)
+    else:  # replace the dataset before validation (which checks that it exists)
+        try:
+            data = yaml.safe_load(campaign_path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise CampaignSetupError(f"{campaign_path}: cannot read the campaign ({exc})") from exc
+        if not isinstance(data, dict):
+            raise CampaignSetupError(f"{campaign_path}: must be a YAML mapping of campaign keys")
+        cfg = validate_campaign({**data, "dataset": str(dataset.resolve())}, campaign_path)
+    notices: list[str] = []
+    cdir.root.mkdir(parents=True, exist_ok=True)
+    lock = CampaignLock(cdir.lock)
+    lock.acquire(force=force_unlock)
+    try:
+        if lock.notice:
+            notices.append(lock.notice)
+        events: list[dict] = []
+        if resume:
+            check_resumable(cdir)
+            check_unchanged(cfg, cdir.root, allow=RESUMABLE_KEYS)
+            contents = read_journal(cdir.journal)
+            events = contents.events
+            if contents.torn_line is not None:
+                notices.append(f"{cdir.journal}: dropped a torn last line {contents.torn_line_number} "
+                               f"({len(contents.torn_line)} bytes) left by the crash")
+        else:
+            check_new(cdir)
+        freeze(cfg, cdir.root)
+        cdir.trials.mkdir(exist_ok=True)
+        state = CampaignState.replay(events)
+
+        layout = build_layout(hellos, cfg.resources.slots_per_node)
+        try:
+            sizes = usable_sizes(cfg.resources.slots_per_trial, layout.slots_per_node, layout.slots_on_nodes())
+        except ValueError as exc:
+            raise CampaignSetupError(f"{campaign_path}: {exc}") from None
+        policy = make_policy(cfg.placement)
+        sizer = SmallestSizeSizer(sizes, cfg.trial_time_limit_s)
+        optimizer = make_optimizer(cfg.optimizer.name, cfg.space, cfg.seed + 1000 * _run_index(events),
+                                   cfg.optimizer.options)
+        for params, objective in state.history():
+            optimizer.tell_past(params, objective)
+        batch = max(1, min(64, layout.usable_slots))
+        cpool = CandidatePool(optimizer, batch_size=batch)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the torn line was reported above
+            journal = BackgroundJournal(Journal(cdir.journal))
+        all_events = list(events)
+
+        def append(batch_events: list[dict]) -> None:
+            all_events.extend(journal.submit(batch_events))
+
+        def write_results() -> None:
+            write_results_csv(CampaignState.replay(all_events), cdir.results_csv)
+
+        base = json.loads(cdir.base_config.read_text())
+        append([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
+                 "ranks": comm.Get_size(), "slots": layout.usable_slots}])
+        journal.sync()
+
+        sched = SchedulerRank(
+            comm, cfg, cdir, layout, policy, sizer, cpool, append, write_results,
+            make_trial_config=lambda params: apply_params(base, params),
+            progress=ProgressLine(enabled=False), history=EarlierRuns.from_state(state))
+        # trials of an earlier run: re-run those cut short, start those suggested; within the budget
+        room = max(0, cfg.max_trials - state.num_finished)
+        rerun = []
+        for record in state.running_at_crash[:room]:
+            last = record.last_attempt
+            size = last.size if last is not None and last.size in sizes else sizes[0]
+            rerun.append(TrialSpec(record.trial_id, dict(record.params), record.next_attempt, size))
+        unstarted = [TrialSpec(r.trial_id, dict(r.params), 0, sizer.size(r.params)[0])
+                     for r in state.suggested_only[:room - len(rerun)]]
+        again = rerun + unstarted
+        if resume:
+            notices.append(f"resuming: {state.num_finished} trials finished before, {len(rerun)} cut "
+                           f"short by the stop are re-run, {len(unstarted)} suggested ones start")
+        sched.requeue(again)
+        return _Setup(sched, lock, journal, notices)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def run_campaign(
+    campaign_path: str | Path,
+    campaign_dir: str | Path | None = None,
+    resume: bool = False,
+    comm=None,
+    force_unlock: bool = False,
+    progress: bool = True,
+    dataset: str | Path | None = None,
+    stream: TextIO = sys.stderr,
+) -> CampaignSummary | None:
+    """Run (or resume) a campaign on all ranks of ``comm``; collective.
+
+    ``dataset`` replaces the campaign's ``dataset`` (part of the frozen campaign: give it again on
+    --resume). Returns the summary on rank 0 and None on the agents. Raises :class:`CampaignSetupError` (or the
+    hpo config errors, all ValueError) on every rank when the campaign cannot start."""
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        raise CampaignSetupError(
+            "an HPO campaign needs at least 2 MPI ranks (rank 0 schedules, ranks 1.. run trials): "
+            "mpiexec -n 3 hydragnn-ensemble hpo CAMPAIGN.yaml")
+    rank = comm.Get_rank()
+    me = hello(comm)
+    hellos = comm.gather(me, root=0)
+    if rank != 0:
+        payload = comm.bcast(None, root=0)
+        if "error" in payload:
+            raise CampaignSetupError(payload["error"])
+        Agent(comm, payload["assignments"][rank], me, payload["device"]).run()
+        return None
+
+    cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
+    try:
+        setup = _setup_rank0(comm, hellos[1:], Path(campaign_path), cdir, resume, force_unlock,
+                             Path(dataset) if dataset is not None else None)
+    except ValueError as exc:  # configuration, directory, lock: the user's to fix
+        comm.bcast({"error": f"rank 0 could not start the campaign: {exc}"}, root=0)
+        if isinstance(exc, CampaignDirError):
+            raise
+        raise CampaignSetupError(str(exc)) from exc
+    except BaseException as exc:
+        comm.bcast({"error": f"rank 0 could not start the campaign: {exc!r}"}, root=0)
+        raise
+    sched = setup.scheduler
+    sched.progress = ProgressLine(stream=stream, enabled=progress)
+    comm.bcast({"assignments": sched.layout.assignments, "device": sched.device}, root=0)
+    for notice in setup.notices:
+        print(f"hpo: {notice}", file=stream, flush=True)
+    reason = "campaign over"
+    summary = None
+    try:
+        summary = sched.run()
+        reason = summary.reason
+    except BaseException as exc:
+        reason = f"rank 0 failed: {exc!r}"
+        raise
+    finally:
+        sched.shutdown(reason)
+        setup.journal.close()
+        setup.lock.release()
+    summary.journal_fsyncs = setup.journal.fsyncs
+    return summary

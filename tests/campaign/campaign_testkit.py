@@ -1,0 +1,105 @@
+"""Helpers of the campaign runtime tests: tiny campaigns around the fault trainer, real mpiexec."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+MPIEXEC = VENV_BIN / "mpiexec"
+CLI = VENV_BIN / "hydragnn-ensemble"
+FAULT_TRAINER = "tests.campaign.fault_trainer"
+
+BASE_CONFIG = {
+    "NeuralNetwork": {
+        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 32, "num_conv_layers": 2},
+        "Training": {"learning_rate": 0.001, "batch_size": 32},
+    },
+    "Fault": {"mode": "succeed", "sleep_s": 0.2},
+}
+SEARCH_SPACE = {
+    "NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 8, "high": 64},
+    "NeuralNetwork.Training.learning_rate": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+    "NeuralNetwork.Architecture.num_conv_layers": {"type": "int", "low": 1, "high": 4},
+}
+
+
+def write_campaign(tmp: Path, modes: dict[int, str] | None = None, mode: str = "succeed",
+                   sleep_s: float = 0.2, **campaign: Any) -> Path:
+    """A campaign YAML (plus base config and a dummy dataset file) in ``tmp``; returns its path."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    base = json.loads(json.dumps(BASE_CONFIG))
+    base["Fault"].update(mode=mode, sleep_s=sleep_s)
+    if modes:
+        base["Fault"]["modes"] = {str(k): v for k, v in modes.items()}
+    (tmp / "base.json").write_text(json.dumps(base))
+    (tmp / "data.bp").write_text("not read by the fault trainer")
+    data = {
+        "dataset": "data.bp", "base_config": "base.json", "search_space": SEARCH_SPACE,
+        "optimizer": {"name": "random"}, "max_trials": 8, "trial_time_limit_s": 20,
+        "trial_program": FAULT_TRAINER, "seed": 1,
+    }
+    data.update(campaign)
+    path = tmp / "campaign.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def hpo_argv(campaign: Path, out: Path, ranks: int, *extra: str) -> list[str]:
+    return [str(MPIEXEC), "-n", str(ranks), str(CLI), "hpo", str(campaign), "-o", str(out),
+            "--no-progress", *extra]
+
+
+def run_hpo(campaign: Path, out: Path, ranks: int = 4, *extra: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run the CLI under real mpiexec from the repository root (so the fault trainer is importable)."""
+    return subprocess.run(hpo_argv(campaign, out, ranks, *extra), cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def events(out: Path) -> list[dict]:
+    from hpo.journal import read_journal
+
+    contents = read_journal(out / "journal.jsonl")
+    assert contents.torn_line is None
+    return contents.events
+
+
+def of(evs: list[dict], name: str) -> list[dict]:
+    return [e for e in evs if e["event"] == name]
+
+
+def results_rows(out: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(out / "results.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def fault_objective(config: dict) -> float:
+    """The objective the fault trainer computes (from the trainer module itself)."""
+    from fault_trainer import objective_of
+
+    return objective_of(config)
+
+
+def trial_processes_alive(marker: str) -> list[int]:
+    """Pids of live processes whose command line mentions ``marker`` (a campaign directory)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            pids.append(int(entry))
+    return pids

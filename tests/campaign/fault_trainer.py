@@ -1,0 +1,139 @@
+"""A fault-injection trial program with the trainer's CLI contract (for the campaign runtime tests).
+
+    python -m tests.campaign.fault_trainer train CONFIG --data DATA -o RUN_DIR --time-budget S
+        [--device D] [--no-progress] --rank R --world-size W [--local-rank L] [--init-method URL]
+
+It imports nothing heavy (only the standard library, and torch.distributed for multi-slot trials).
+The trial's behaviour is chosen by the config: ``config["Fault"]["modes"][<trial id>]`` (the trial id
+is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key), default "succeed":
+
+- ``succeed``: sleep ``Fault.sleep_s`` and write a completed result with :func:`objective_of`;
+- ``raise``: raise ``RuntimeError("injected failure")`` (a traceback in the log, no result.json);
+- ``nan``: write a diverged result (the validation loss became NaN);
+- ``hang``: sleep forever, ignoring the time budget (the agent must kill it);
+- ``segfault``: die of SIGSEGV; ``sigkill``: die of SIGKILL having written nothing (what the kernel's
+  OOM killer does); ``sigkill_once``: like ``sigkill`` on the first attempt on one slot, succeed on
+  a retry with more slots (world size > 1);
+- ``crash_once``: exit 3 on the first attempt, succeed on the next one (a marker file remembers);
+- ``sigkill_then_rank1_raises``: SIGKILL on one slot; on more slots rank 1 raises at once while
+  rank 0 waits in the rendezvous for ever (the runtime must kill it).
+
+With world size > 1 the processes rendezvous through torch.distributed (gloo, the given init method)
+and all-reduce their rank numbers; rank 0 writes the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def objective_of(config: dict) -> float:
+    """The objective of a successful trial: a smooth function of the searched hyperparameters."""
+    arch = config["NeuralNetwork"]["Architecture"]
+    train = config["NeuralNetwork"]["Training"]
+    value = (arch["hidden_dim"] - 40) ** 2 / 100.0 + (math.log10(train["learning_rate"]) + 3.0) ** 2
+    value += 0.1 * arch.get("num_conv_layers", 0)
+    return round(value, 9)
+
+
+def _result(status: str, objective: float | None, reason: str | None, wall: float, slots: int) -> dict:
+    return {
+        "status": status, "objective": objective, "heads": {}, "num_parameters": 1, "epochs": 1,
+        "best_epoch": 0 if objective is not None else None, "wall_time_s": wall,
+        "peak_memory_mb": None, "slots": slots, "device": "cpu", "failure_reason": reason,
+        "traceback": None, "log_tail": None, "checkpoint": None,
+    }
+
+
+def _write(run_dir: Path, result: dict) -> None:
+    tmp = run_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, allow_nan=False))
+    os.replace(tmp, run_dir / "result.json")
+
+
+def _mode(config: dict, run_dir: Path) -> str:
+    fault = config.get("Fault", {})
+    return fault.get("modes", {}).get(run_dir.name, fault.get("mode", "succeed"))
+
+
+def _allreduce_ranks(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=args.init_method, rank=args.rank,
+                            world_size=args.world_size)
+    t = torch.tensor([args.rank])
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return int(t.item())
+
+
+def train(args: argparse.Namespace) -> int:
+    t0 = time.time()
+    config = json.loads(Path(args.config).read_text())
+    run_dir = Path(args.output)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    mode = _mode(config, run_dir)
+    print(f"fault_trainer: trial {run_dir.name} rank {args.rank}/{args.world_size} mode {mode}", flush=True)
+    if mode == "raise":
+        raise RuntimeError("injected failure")
+    if mode == "hang":
+        while True:
+            time.sleep(1.0)
+    if mode == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "sigkill" or (mode == "sigkill_once" and args.world_size == 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "sigkill_then_rank1_raises":
+        if args.world_size == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if args.rank == 1:
+            raise RuntimeError("injected failure on rank 1")
+    if mode == "crash_once":
+        marker = run_dir / "crashed_once"
+        if not marker.exists():
+            marker.write_text("1")
+            print("fault_trainer: crashing on purpose (first attempt)", flush=True)
+            return 3
+    time.sleep(float(config.get("Fault", {}).get("sleep_s", 0.0)))
+    if args.world_size > 1:
+        total = _allreduce_ranks(args)
+        print(f"fault_trainer: all-reduce of ranks = {total}", flush=True)
+        if args.rank != 0:
+            return 0
+    if mode == "nan":
+        _write(run_dir, _result("diverged", None, "validation loss is NaN at epoch 1", time.time() - t0,
+                                args.world_size))
+        return 0
+    _write(run_dir, _result("completed", objective_of(config), None, time.time() - t0, args.world_size))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fault_trainer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train")
+    p.add_argument("config")
+    p.add_argument("--data", required=True)
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--time-budget", type=float, required=True)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--init-method", default=None)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--local-rank", type=int, default=None)
+    p.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    return train(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""kill -9 of the whole job in the middle of a campaign, then --resume: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from campaign_testkit import (
+    REPO,
+    fault_objective,
+    hpo_argv,
+    of,
+    results_rows,
+    run_hpo,
+    trial_processes_alive,
+    write_campaign,
+)
+
+from hpo.journal import CampaignState, read_journal
+
+pytestmark = pytest.mark.mpi
+
+TORN = b'{"event":"trial_finished","time":1.0,"trial_id":3,"att'
+
+
+def _wait_for_mid_campaign(journal: Path, proc: subprocess.Popen, timeout: float = 90.0) -> CampaignState:
+    """Poll the journal until some trials finished and some are running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the campaign ended before it could be killed"
+        if journal.exists():
+            state = CampaignState.replay(read_journal(journal).events)
+            if state.num_finished >= 3 and state.counts["running"] >= 2:
+                return state
+        time.sleep(0.05)
+    raise AssertionError("the campaign never reached 3 finished + 2 running trials")
+
+
+def test_kill_9_then_resume(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, max_trials=10, sleep_s=1.0)
+    out = tmp_path / "out"
+    job = subprocess.Popen(hpo_argv(campaign, out, 4), cwd=REPO, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_mid_campaign(out / "journal.jsonl", job)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # the whole job: mpiexec, its proxy and every rank
+        job.wait()
+    before = CampaignState.replay(read_journal(out / "journal.jsonl").events)
+    finished_before = {r.trial_id: r.objective for r in before.finished}
+    cut_short = [r.trial_id for r in before.running_at_crash]
+    assert len(finished_before) >= 3 and len(cut_short) >= 2
+    # the trial processes died with their agents (PR_SET_PDEATHSIG): no orphan can race the re-run
+    deadline = time.monotonic() + 10
+    while trial_processes_alive(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert trial_processes_alive(str(out)) == []
+    assert (out / "lock").exists()  # left behind by the killed rank 0: stale, taken over below
+    with open(out / "journal.jsonl", "ab") as fh:  # a crash in the middle of an append
+        fh.write(TORN)
+
+    proc = run_hpo(campaign, out, 4, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert "removed a stale lock of pid" in proc.stderr
+    assert "dropped a torn last line" in proc.stderr
+    assert (f"resuming: {len(finished_before)} trials finished before, {len(cut_short)} cut short by "
+            "the stop are re-run") in proc.stderr
+    contents = read_journal(out / "journal.jsonl")
+    assert contents.torn_line is None and TORN not in (out / "journal.jsonl").read_bytes()
+    evs = contents.events
+    runs = of(evs, "campaign_started")
+    assert [r["resume"] for r in runs] == [False, True]
+    after = CampaignState.replay(evs)
+    # every trial finished exactly once, max_trials respected
+    terminal = Counter(e["trial_id"] for e in evs if e["event"] in ("trial_finished", "trial_failed"))
+    assert sorted(terminal) == list(range(10)) and set(terminal.values()) == {1}
+    assert after.num_finished == 10 and after.running_at_crash == []
+    # finished trials kept as they were (not re-run)
+    started = Counter((e["trial_id"], e["attempt"]) for e in of(evs, "trial_started"))
+    for tid, objective in finished_before.items():
+        assert started[(tid, 0)] == 1 and (tid, 1) not in started
+        assert after.trials[tid].objective == objective
+    # the trials cut short were re-run exactly once, as attempt 1, with the same parameters
+    for tid in cut_short:
+        assert started[(tid, 0)] == 1 and started[(tid, 1)] == 1 and (tid, 2) not in started
+        record = after.trials[tid]
+        assert record.params == before.trials[tid].params
+        assert record.attempts[0].status == "interrupted" and record.last_attempt.status == "completed"
+        config = json.loads((out / "trials" / str(tid) / "config.json").read_text())
+        assert record.objective == pytest.approx(fault_objective(config))
+    # everything completed with the fault trainer's objective; results.csv has one row per trial
+    for record in after.finished:
+        config = json.loads((out / "trials" / str(record.trial_id) / "config.json").read_text())
+        assert record.status == "completed" and record.objective == pytest.approx(fault_objective(config))
+    rows = results_rows(out)
+    assert sorted(int(r["job_id"]) for r in rows) == list(range(10))
+    assert {r["job_id"]: r["m:attempts"] for r in rows if int(r["job_id"]) in cut_short} == {
+        str(t): "2" for t in cut_short}
+    assert not (out / "lock").exists()
+
+
+def test_resume_refuses_a_changed_campaign(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, max_trials=2, sleep_s=0.0)
+    out = tmp_path / "out"
+    assert run_hpo(campaign, out, 3).returncode == 0
+    # more trials: allowed, continues with the new budget (ids 2 and 3)
+    write_campaign(tmp_path, max_trials=4, sleep_s=0.0)
+    proc = run_hpo(campaign, out, 3, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    evs = read_journal(out / "journal.jsonl").events
+    assert sorted(e["trial_id"] for e in of(evs, "trial_finished")) == [0, 1, 2, 3]
+    # another search space: refused, naming the key
+    write_campaign(tmp_path, max_trials=4, sleep_s=0.0, seed=99)
+    proc = run_hpo(campaign, out, 3, "--resume")
+    assert proc.returncode == 2
+    assert "differs from its frozen copy" in proc.stderr and "seed" in proc.stderr
+
+
+def test_max_time_counts_campaign_time_over_all_runs(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, max_trials=200, max_time_s=2.0, sleep_s=0.3)
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, 3)
+    assert proc.returncode == 0, proc.stderr
+    evs = read_journal(out / "journal.jsonl").events
+    assert evs[-1]["reason"] == "max_time_s (2 s) reached"
+    first = CampaignState.replay(evs)
+    assert 2 <= first.num_finished < 200 and first.running_at_crash == []
+    used = sum(end - start for start, end, _ in first.segments)
+    assert used >= 2.0
+    # the budget is spent: a resume starts nothing new and ends at once for the same reason
+    proc = run_hpo(campaign, out, 3, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    evs = read_journal(out / "journal.jsonl").events
+    assert evs[-1]["reason"] == "max_time_s (2 s) reached"
+    second = CampaignState.replay(evs)
+    assert second.num_finished == first.num_finished
+    assert len(of(evs, "trial_started")) == sum(len(r.attempts) for r in first.trials.values())

@@ -1,0 +1,276 @@
+"""The campaign runtime under real mpiexec: each optimizer backend, journal/results consistency, the lock,
+and the pieces (layout, GPU binding, trial argv) it is built from."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from campaign_testkit import (
+    REPO,
+    events,
+    fault_objective,
+    of,
+    results_rows,
+    run_hpo,
+    write_campaign,
+)
+
+from hpo.space import apply_params
+from scheduler.runtime.campaign_dir import CampaignDirError, CampaignLock, _proc_start
+from scheduler.runtime.layout import RESERVED_TRIAL_ID, build_layout
+from scheduler.runtime.messages import AgentHello, StartTrial
+from scheduler.runtime.sizing import usable_sizes
+from scheduler.runtime.trial_process import device_binding, trial_argv
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("backend", ["random", "optuna-tpe", "deephyper-cbo"])
+def test_campaign_completes_with_each_backend(tmp_path: Path, backend: str) -> None:
+    campaign = write_campaign(tmp_path, optimizer={"name": backend}, max_trials=8, sleep_s=0.1)
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=4)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    assert [e["event"] for e in evs][0] == "campaign_started"
+    assert evs[0]["ranks"] == 4 and evs[0]["slots"] == 3 and evs[0]["resume"] is False
+    assert evs[-1] == {**evs[-1], "event": "campaign_finished", "reason": "max_trials (8) finished"}
+    finished = of(evs, "trial_finished")
+    assert sorted(e["trial_id"] for e in finished) == list(range(8))
+    assert sorted(e["trial_id"] for e in of(evs, "trial_started")) == list(range(8))
+    assert of(evs, "trial_failed") == []
+    params = {e["trial_id"]: e["params"] for e in of(evs, "trial_suggested")}
+    base = json.loads((out / "base_config.json").read_text())
+    for e in finished:
+        tid = e["trial_id"]
+        config = json.loads((out / "trials" / str(tid) / "config.json").read_text())
+        assert config == apply_params(base, params[tid])
+        expected = fault_objective(config)
+        assert e["result"]["objective"] == pytest.approx(expected, abs=1e-12)
+        on_disk = json.loads((out / "trials" / str(tid) / "result.json").read_text())
+        assert on_disk["status"] == "completed" and on_disk["objective"] == pytest.approx(expected)
+    # slots: every start used one of the 3 agents' slots, and no slot ran two trials at once
+    starts = {e["trial_id"]: e for e in of(evs, "trial_started")}
+    ends = {e["trial_id"]: e["time"] for e in finished}
+    for a in starts:
+        assert len(starts[a]["slots"]) == 1 and 0 <= starts[a]["slots"][0] < 3
+        for b in starts:
+            if a < b and starts[a]["slots"] == starts[b]["slots"]:
+                assert ends[a] <= starts[b]["time"] or ends[b] <= starts[a]["time"]
+    rows = results_rows(out)
+    assert sorted(int(r["job_id"]) for r in rows) == list(range(8))
+    best = min(fault_objective(json.loads((out / "trials" / r["job_id"] / "config.json").read_text()))
+               for r in rows)
+    for r in rows:
+        assert r["job_status"] == "DONE" and r["m:status"] == "completed"
+        assert float(r["objective"]) == pytest.approx(finished[[e["trial_id"] for e in finished].index(int(r["job_id"]))]["result"]["objective"])
+        assert float(r["p:NeuralNetwork.Architecture.hidden_dim"]) == params[int(r["job_id"])]["NeuralNetwork.Architecture.hidden_dim"]
+    assert f"best objective: {best:.6g}" in proc.stdout
+    assert not (out / "lock").exists()
+
+
+def test_lock_refuses_a_second_campaign(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, max_trials=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    me = os.getpid()  # this test process plays the campaign that holds the directory
+    (out / "lock").write_text(json.dumps({"host": socket.gethostname(), "pid": me,
+                                          "proc_start": _proc_start(me), "time": time.time()}))
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 2
+    assert f"is in use by pid {me} on host {socket.gethostname()}" in proc.stderr
+    assert proc.stderr.count("error:") == 1  # printed once, by rank 0
+    assert not (out / "journal.jsonl").exists()
+    assert json.loads((out / "lock").read_text())["pid"] == me  # not taken over
+
+
+def test_new_campaign_refused_over_an_existing_one(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, max_trials=2)
+    out = tmp_path / "out"
+    assert run_hpo(campaign, out, ranks=3).returncode == 0
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 2
+    assert f"{out} already holds a campaign" in proc.stderr and "--resume" in proc.stderr
+    assert len(of(events(out), "campaign_started")) == 1
+
+
+def test_lock_stale_and_foreign(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    # a dead process on this host: taken over, with a notice
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345,
+                                "proc_start": 1, "time": 0.0}))
+    lock = CampaignLock(path)
+    lock.acquire()
+    assert lock.held and "stale lock of pid 4206649" in lock.notice
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    lock.release()
+    assert not path.exists()
+    # another host: refused unless forced
+    path.write_text(json.dumps({"host": "frontier00042", "pid": 77, "proc_start": None, "time": 0.0}))
+    with pytest.raises(CampaignDirError, match="by pid 77 on host frontier00042 .*--force-unlock"):
+        CampaignLock(path).acquire()
+    forced = CampaignLock(path)
+    forced.acquire(force=True)
+    assert "forced removal of the lock of pid 77 on host frontier00042" in forced.notice
+    forced.release()
+
+
+def test_layout_groups_agents_per_host_and_reserves_missing_slots() -> None:
+    # srun --ntasks-per-node=4: rank 0 and agents 1-3 on host a, agents 4-7 on host b
+    hellos = [AgentHello(r, "a" if r < 4 else "b", {}) for r in range(1, 8)]
+    layout = build_layout(hellos, slots_per_node=4)
+    assert layout.node_hosts == ["a", "b"]
+    assert layout.slot_to_rank == {0: 1, 1: 2, 2: 3, 4: 4, 5: 5, 6: 6, 7: 7}
+    assert layout.reserved_slots == [3]
+    assert layout.slots_on_nodes() == [3, 4]
+    assert [layout.assignments[r].local_index for r in (1, 2, 3, 4, 7)] == [0, 1, 2, 0, 3]
+    pool = layout.make_pool()
+    assert pool.free_slots == 7 and pool.held_by(RESERVED_TRIAL_ID) == (3,)
+    # sizes: 4 fits only node b, 8 needs two complete nodes (there is one)
+    assert usable_sizes([1, 4, 8], 4, layout.slots_on_nodes()) == [1, 4]
+    with pytest.raises(ValueError, match="no size fits this run"):
+        usable_sizes([8], 4, layout.slots_on_nodes())
+    single = build_layout([AgentHello(r, "h", {}) for r in (1, 2, 3)], slots_per_node=1)
+    assert single.num_nodes == 3 and single.reserved_slots == []
+
+
+def test_device_binding() -> None:
+    assert device_binding("cpu", {"CUDA_VISIBLE_DEVICES": "0"}, 2) == {
+        "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+    # srun --gpus-per-task=1 bound one GCD to the rank: keep it
+    assert device_binding("gpu", {"ROCR_VISIBLE_DEVICES": "5"}, 2) == {"ROCR_VISIBLE_DEVICES": "5"}
+    # every rank sees the node's list: pick this agent's entry
+    assert device_binding("gpu", {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, 6) == {"CUDA_VISIBLE_DEVICES": "2"}
+    assert device_binding("gpu", {}, 3) == {"CUDA_VISIBLE_DEVICES": "3", "ROCR_VISIBLE_DEVICES": "3"}
+
+
+def test_trial_argv_matches_the_trainer_contract() -> None:
+    start = StartTrial(trial_id=4, attempt=1, rank=1, world_size=2, program="hydragnn_ensemble",
+                       config_path="/c/trials/4/config.json", data_path="/d.bp", run_dir="/c/trials/4",
+                       log_path="/c/trials/4/train.rank1.log", time_budget_s=90.0, kill_after_s=94.5,
+                       init_method="file:///c/trials/4/rendezvous.1", device="cpu", read_result=False)
+    assert trial_argv(start, "/py") == [
+        "/py", "-m", "hydragnn_ensemble", "train", "/c/trials/4/config.json", "--data", "/d.bp",
+        "-o", "/c/trials/4", "--time-budget", "90", "--device", "cpu", "--no-progress",
+        "--rank", "1", "--world-size", "2", "--init-method", "file:///c/trials/4/rendezvous.1"]
+    # the real trainer's CLI accepts exactly these flags
+    from hydragnn_ensemble.cli import build_parser
+
+    args = build_parser().parse_args(trial_argv(start, "/py")[3:])
+    assert (args.config, args.data, args.output, args.time_budget, args.device, args.rank,
+            args.world_size, args.init_method, args.no_progress) == (
+        "/c/trials/4/config.json", "/d.bp", "/c/trials/4", 90.0, "cpu", 1, 2,
+        "file:///c/trials/4/rendezvous.1", True)
+    gpu = trial_argv(StartTrial(**{**start.__dict__, "device": "gpu"}), "/py")
+    assert gpu[gpu.index("--device") + 1] == "cuda" and gpu[gpu.index("--local-rank") + 1] == "0"
+    assert REPO.joinpath("tests", "campaign", "fault_trainer.py").exists()
+
+
+def _tiny_alloy_dataset(path: Path, n: int = 48) -> None:
+    """Rattled 4-atom Cu/Ni FCC cells with EMT energies per atom, as atomic graphs with periodic edges."""
+    import numpy as np
+    import torch
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from ase.neighborlist import neighbor_list
+    from torch_geometric.data import Data
+
+    from graph_builders.schema import HeadRegistry, HeadSpec
+    from graph_builders.store import write_dataset
+
+    rng = np.random.default_rng(0)
+    graphs = []
+    for k in range(n):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True)
+        atoms.set_chemical_symbols(rng.choice(["Cu", "Ni"], size=len(atoms)))
+        atoms.rattle(0.05, seed=k)
+        atoms.calc = EMT()
+        energy = atoms.get_potential_energy() / len(atoms)
+        i, j, shift = neighbor_list("ijS", atoms, 3.0)
+        pos = torch.tensor(atoms.positions, dtype=torch.float32)
+        cell = torch.tensor(np.asarray(atoms.cell), dtype=torch.float32)
+        edge_shift = torch.tensor(shift, dtype=torch.float32)
+        edge_index = torch.tensor(np.stack([j, i]), dtype=torch.int64)
+        vec = pos[edge_index[0]] + edge_shift @ cell - pos[edge_index[1]]
+        z = torch.tensor(atoms.numbers, dtype=torch.int64)
+        graphs.append(Data(pos=pos, x=(z.float() / 29.0).unsqueeze(1), z=z, edge_index=edge_index,
+                           edge_attr=vec.norm(dim=1, keepdim=True), cell=cell.unsqueeze(0),
+                           pbc=torch.ones(1, 3, dtype=torch.bool), edge_shift=edge_shift,
+                           y_energy=torch.tensor([[energy]], dtype=torch.float32)))
+    heads = HeadRegistry.of([HeadSpec("energy", "graph", 1, "eV/atom")])
+    write_dataset(path, graphs, heads, splits={"trainset": list(range(32)), "valset": list(range(32, 40)),
+                                               "testset": list(range(40, n))})
+
+
+def test_campaign_with_the_real_trainer(tmp_path: Path) -> None:
+    _tiny_alloy_dataset(tmp_path / "alloy.bp")
+    base = {"NeuralNetwork": {
+        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
+                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
+                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
+                         "task_weights": [1.0]},
+        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
+                                  "type": ["graph"], "output_dim": [1]},
+        "Training": {"num_epoch": 2, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 4, "high": 12},
+             "NeuralNetwork.Training.Optimizer.learning_rate": {"type": "float", "low": 1e-3, "high": 1e-2}}
+    campaign = write_campaign(tmp_path, max_trials=2, trial_time_limit_s=300, search_space=space,
+                              dataset="alloy.bp", trial_program="hydragnn_ensemble")
+    (tmp_path / "base.json").write_text(json.dumps(base))  # write_campaign wrote the fault config
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=3, timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    finished = {e["trial_id"]: e for e in of(evs, "trial_finished")}
+    params = {e["trial_id"]: e["params"] for e in of(evs, "trial_suggested")}
+    assert sorted(finished) == [0, 1]
+    for tid, event in finished.items():
+        trial = out / "trials" / str(tid)
+        result = json.loads((trial / "result.json").read_text())
+        assert result["status"] == "completed" and result["epochs"] == 2
+        assert result["objective"] == event["result"]["objective"] and result["objective"] > 0
+        assert (trial / result["checkpoint"]).is_file()
+        config = json.loads((trial / "config.json").read_text())
+        assert config["NeuralNetwork"]["Architecture"]["hidden_dim"] == params[tid]["NeuralNetwork.Architecture.hidden_dim"]
+        assert " val_loss " in (trial / "train.log").read_text()
+
+
+def test_background_journal_writes_batches_in_order(tmp_path: Path) -> None:
+    from hpo.journal import read_journal
+    from scheduler.runtime.journal_writer import BackgroundJournal, GroupCommitJournal
+
+    writer = BackgroundJournal(GroupCommitJournal(tmp_path / "journal.jsonl"))
+    batches = [[{"event": "trial_suggested", "trial_id": i, "params": {"a": i}, "attempt": 0}]
+               for i in range(5)]
+    batches.append([{"event": "campaign_finished", "reason": "done", "time": 7.0}])
+    written = [r for b in batches for r in writer.submit(b)]
+    writer.sync()
+    assert read_journal(tmp_path / "journal.jsonl").events == written
+    assert [e.get("trial_id") for e in written] == [0, 1, 2, 3, 4, None] and written[-1]["time"] == 7.0
+    with pytest.raises(ValueError, match="missing fields"):
+        writer.submit([{"event": "trial_started", "trial_id": 1, "attempt": 0}])
+    writer.close()
+    assert 1 <= writer.fsyncs <= 6
+
+
+def test_progress_line() -> None:
+    import io
+
+    from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
+
+    snap = ProgressSnapshot(finished=5, max_trials=16, running=3, failed=1, best=0.01234567,
+                            busy_slots=3, total_slots=3, utilisation=0.915, elapsed_s=42.0)
+    assert snap.line() == ("[hpo    42.0s] done 5/16  running 3  failed 1  best 0.0123457  "
+                           "slots 3/3 busy, utilisation 92%")
+    stream = io.StringIO()  # not a terminal: whole lines, at most every log_interval_s
+    line = ProgressLine(stream, log_interval_s=10.0)
+    assert line.due(100.0)
+    line.show(snap, now=100.0)
+    assert not line.due(105.0) and line.due(110.0)
+    assert stream.getvalue() == snap.line() + "\n"

@@ -1,0 +1,111 @@
+"""Campaign file validation, freezing and the resume check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hpo_testdata import SPACE
+
+from hpo.campaign import CampaignChangedError, CampaignConfigError, check_unchanged, freeze, load_campaign
+
+
+def test_valid_campaign_defaults_and_paths(campaign_files, tmp_path):
+    config = load_campaign(campaign_files())
+    assert config.dataset == (tmp_path / "data.bp").resolve()
+    assert config.base_config == (tmp_path / "base.json").resolve()
+    assert config.optimizer.name == "deephyper-cbo" and config.optimizer.options == {}
+    assert config.objective == "objective"
+    assert (config.max_trials, config.retries, config.seed, config.failure_threshold) == (12, 0, 3, 0.5)
+    assert config.min_trials_for_threshold == 8 and config.retry_oom_on_more_slots is True
+    assert config.resources.slots_per_trial == [1] and config.resources.device == "cpu"
+    assert config.placement == "first-fit" and config.pool_factor == 2.0
+    assert config.trial_program == "hydragnn_ensemble"
+    assert config.space.keys == list(SPACE)
+    assert config.search_space["NeuralNetwork.Architecture.num_conv_layers"]["step"] == 1
+
+
+def test_unknown_keys_get_a_suggestion(campaign_files):
+    path = campaign_files(max_trial=5)
+    with pytest.raises(CampaignConfigError) as info:
+        load_campaign(path)
+    assert str(info.value).startswith(str(path))
+    assert "unknown key 'max_trial' (did you mean 'max_trials'?)" in str(info.value)
+    with pytest.raises(CampaignConfigError, match=r"unknown key 'resources.slot_per_node' \(did you mean 'slots_per_node'\?\)"):
+        load_campaign(campaign_files(resources={"slot_per_node": 4}))
+    with pytest.raises(CampaignConfigError, match=r"unknown key 'optimizer.option' \(did you mean 'options'\?\)"):
+        load_campaign(campaign_files(optimizer={"name": "random", "option": {}}))
+
+
+def test_missing_required_and_bad_values(campaign_files):
+    with pytest.raises(CampaignConfigError, match="missing required key 'max_trials'"):
+        load_campaign(campaign_files(max_trials=None))
+    with pytest.raises(CampaignConfigError, match="max_trials: Input should be greater than or equal to 1"):
+        load_campaign(campaign_files(max_trials=0))
+    with pytest.raises(CampaignConfigError, match="failure_threshold: Input should be less than or equal to 1"):
+        load_campaign(campaign_files(failure_threshold=1.5))
+    with pytest.raises(CampaignConfigError, match="optimizer.name: Input should be 'deephyper-cbo', 'optuna-tpe' or 'random'"):
+        load_campaign(campaign_files(optimizer={"name": "hyperopt"}))
+    with pytest.raises(CampaignConfigError, match="slots_per_trial: 6 slots spans nodes but is not a multiple of slots_per_node \\(4\\)"):
+        load_campaign(campaign_files(resources={"slots_per_node": 4, "slots_per_trial": [1, 6]}))
+    with pytest.raises(CampaignConfigError, match="objective 'val_loss': must be 'objective' or"):
+        load_campaign(campaign_files(objective="val_loss"))
+
+
+def test_missing_files_are_named(campaign_files, tmp_path):
+    with pytest.raises(CampaignConfigError, match=f"dataset: {tmp_path / 'nope.bp'} does not exist"):
+        load_campaign(campaign_files(dataset="nope.bp"))
+    with pytest.raises(CampaignConfigError, match=f"base_config: {tmp_path / 'missing.json'} is not a file"):
+        load_campaign(campaign_files(base_config="missing.json"))
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(CampaignConfigError, match=f"base_config {tmp_path / 'broken.json'}: not valid JSON"):
+        load_campaign(campaign_files(base_config="broken.json"))
+    with pytest.raises(CampaignConfigError, match="cannot read campaign file"):
+        load_campaign(tmp_path / "no_such.yaml")
+
+
+def test_bad_search_space_entries_and_paths(campaign_files):
+    bad_entry = {**SPACE, "NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 64, "high": 16}}
+    with pytest.raises(CampaignConfigError,
+                       match="search_space: search space key 'NeuralNetwork.Architecture.hidden_dim': low \\(64\\) must be <= high \\(16\\)"):
+        load_campaign(campaign_files(search_space=bad_entry))
+    bad_path = {**SPACE, "NeuralNetwork.Trainig.batch_size": {"type": "int", "low": 16, "high": 64}}
+    with pytest.raises(CampaignConfigError) as info:
+        load_campaign(campaign_files(search_space=bad_path))
+    message = str(info.value)
+    assert "search_space: config key 'NeuralNetwork.Trainig.batch_size': 'Trainig' not found under NeuralNetwork (did you mean 'Training'?)" in message
+    assert "base.json" in message
+
+
+def test_freeze_and_resume_check(campaign_files, tmp_path):
+    path = campaign_files()
+    config = load_campaign(path)
+    campaign_dir = tmp_path / "run"
+    freeze(config, campaign_dir)
+    frozen = yaml.safe_load((campaign_dir / "campaign.yaml").read_text())
+    assert frozen["dataset"] == str((tmp_path / "data.bp").resolve())
+    assert frozen["optimizer"] == {"name": "deephyper-cbo", "options": {}}
+    assert json.loads((campaign_dir / "base_config.json").read_text())["NeuralNetwork"]["Architecture"]["hidden_dim"] == 64
+    check_unchanged(load_campaign(path), campaign_dir)  # same campaign: fine
+
+    changed = campaign_files(max_trials=20, seed=4)
+    with pytest.raises(CampaignChangedError, match="differs from its frozen copy .* in: max_trials, seed"):
+        check_unchanged(load_campaign(changed), campaign_dir)
+    check_unchanged(load_campaign(campaign_files(max_trials=20, seed=3)), campaign_dir, allow=["max_trials"])
+
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["NeuralNetwork"]["Training"]["num_epoch"] = 50
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    path = campaign_files()  # the original campaign file again
+    with pytest.raises(CampaignChangedError, match="in: base_config:NeuralNetwork.Training.num_epoch"):
+        check_unchanged(load_campaign(path), campaign_dir)
+
+
+def test_optimizer_options_checked_before_launch(campaign_files):
+    with pytest.raises(CampaignConfigError, match="optimizer.options: optimizer 'optuna-tpe': unknown option 'n_startup'"):
+        load_campaign(campaign_files(optimizer={"name": "optuna-tpe", "options": {"n_startup": 5}}))
+    with pytest.raises(CampaignConfigError, match="optimizer.options: optimizer 'random': takes no options"):
+        load_campaign(campaign_files(optimizer={"name": "random", "options": {"seed": 1}}))
+    config = load_campaign(campaign_files(optimizer={"name": "optuna-tpe", "options": {"n_startup_trials": 5}}))
+    assert config.optimizer.options == {"n_startup_trials": 5}
