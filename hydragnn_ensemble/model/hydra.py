@@ -1,0 +1,207 @@
+"""HydraModel: input embedding, a trunk of one message-passing family, graph and node heads.
+
+``forward(batch) -> dict[str, Tensor]`` with one entry per head of ``spec.heads`` (in that order):
+graph heads ``[B, dim]``, node heads ``[N, dim]``; with ``spec.predict_variance`` then one
+``"<head>__var"`` entry per head (same shape, positive). Between layers the model applies
+``h <- h + act(LayerNorm(layer(h)))`` (LayerNorm, not BatchNorm: per-node statistics make outputs
+independent of how graphs are batched and need no synchronisation under DDP). Layers marked
+``self_contained`` (PaiNN) do their own residual update.
+
+In potential mode (``spec.energy_head`` set) see :mod:`hydragnn_ensemble.model.potential` for the
+units convention: energy (per atom), forces and stress are physical and forces are ``-dE/dpos``.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+from torch import Tensor, nn
+
+from graph_builders.schema import edge_vectors
+from hydragnn_ensemble.model.embedding import NodeEmbedding
+from hydragnn_ensemble.model.geometry import EdgeGeometry, GeometryEncoder
+from hydragnn_ensemble.model.heads import GraphHeads, NodeHeads, split_mean_variance
+from hydragnn_ensemble.model.layers import MPNN_TYPES, layer_class
+from hydragnn_ensemble.model.layers.base import LayerConfig, make_activation
+from hydragnn_ensemble.model.potential import EnergyScale, forces_and_stress, strained_edge_vectors
+from hydragnn_ensemble.model.spec import ModelSpec
+
+VARIANCE_SUFFIX = "__var"
+
+
+def _check_spec(spec: ModelSpec) -> None:
+    """Raise ValueError for a spec the model cannot be built from."""
+    if spec.hidden_dim < 1:
+        raise ValueError(f"hidden_dim must be >= 1, got {spec.hidden_dim}")
+    if spec.num_conv_layers < 1:
+        raise ValueError(f"num_conv_layers must be >= 1, got {spec.num_conv_layers}")
+    if len(spec.heads) == 0:
+        raise ValueError("the model needs at least one head")
+    if spec.edge_dim < 0:
+        raise ValueError(f"edge_dim must be >= 0, got {spec.edge_dim}")
+    expected = {"energy_head": ("graph", 1), "forces_head": ("node", 3), "stress_head": ("graph", 6)}
+    for field_name, (level, dim) in expected.items():
+        name = getattr(spec, field_name)
+        if name is None:
+            continue
+        if name not in spec.heads:
+            raise ValueError(f"{field_name}={name!r} is not one of the heads {spec.heads.names}")
+        head = spec.heads[name]
+        if head.level != level or head.dim != dim:
+            raise ValueError(
+                f"{field_name}={name!r} must be a {level} head of dim {dim}, got {head.level} dim {head.dim}"
+            )
+    if spec.energy_head is None and (spec.forces_head or spec.stress_head):
+        raise ValueError("forces_head/stress_head need energy_head (they are derivatives of the energy)")
+    if spec.energy_head is not None and not layer_class(spec.mpnn_type).needs_geometry:
+        geometric = [n for n, c in MPNN_TYPES.items() if c.needs_geometry]
+        raise ValueError(
+            f"mpnn_type {spec.mpnn_type!r} ignores positions, so it cannot be an interatomic potential; "
+            f"use one of {', '.join(geometric)}"
+        )
+
+
+class HydraModel(nn.Module):
+    """The multi-headed GNN in HydraGNN's shape (see the module docstring)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        _check_spec(spec)
+        self.spec = spec
+        cls = layer_class(spec.mpnn_type)
+        self.embedding = NodeEmbedding(spec.node_feature_dim, spec.hidden_dim, spec.use_atomic_numbers)
+        self.potential_mode = spec.energy_head is not None
+        self.needs_geometry = cls.needs_geometry or self.potential_mode
+        self.geometry = GeometryEncoder(spec.radius, spec.num_gaussians) if self.needs_geometry else None
+        self.layers = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        self.activations = nn.ModuleList()
+        for k in range(spec.num_conv_layers):
+            config = LayerConfig(
+                hidden_dim=spec.hidden_dim,
+                edge_dim=spec.edge_dim,
+                num_gaussians=spec.num_gaussians,
+                radius=spec.radius,
+                activation=spec.activation,
+                layer_index=k,
+                num_layers=spec.num_conv_layers,
+                pna_degree_histogram=spec.pna_degree_histogram,
+            )
+            self.layers.append(cls(config))
+            own = cls.self_contained
+            self.norms.append(nn.Identity() if own else nn.LayerNorm(spec.hidden_dim))
+            self.activations.append(nn.Identity() if own else make_activation(spec.activation))
+        self.autograd_heads: tuple[str, ...] = tuple(
+            n for n in (spec.forces_head, spec.stress_head) if n is not None
+        )
+        var = spec.predict_variance
+        graph_out: dict[str, int] = {}
+        node_out: dict[str, int] = {}
+        for head in spec.heads:
+            if head.name in self.autograd_heads:
+                width = head.dim if var else 0
+            else:
+                width = head.dim * (2 if var else 1)
+            if width:
+                (graph_out if head.level == "graph" else node_out)[head.name] = width
+        self.graph_heads = (
+            GraphHeads(spec.hidden_dim, spec.graph_head, graph_out, spec.graph_pooling, spec.activation)
+            if graph_out
+            else None
+        )
+        self.node_heads = NodeHeads(spec.hidden_dim, spec.node_head, node_out, spec.activation) if node_out else None
+        self.energy_scale = EnergyScale() if self.potential_mode else None
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    @property
+    def physical_heads(self) -> tuple[str, ...]:
+        """Heads whose outputs are in physical units (energy, forces, stress in potential mode)."""
+        names = (self.spec.energy_head, self.spec.forces_head, self.spec.stress_head)
+        return tuple(n for n in names if n is not None)
+
+    def set_energy_normalisation(self, shift: float, scale: float) -> None:
+        """Per-atom energy = raw * scale + shift (potential mode only)."""
+        if self.energy_scale is None:
+            raise ValueError("set_energy_normalisation needs a model with energy_head set")
+        self.energy_scale.set(shift, scale)
+
+    def forward(self, data: object) -> dict[str, Tensor]:
+        """Predict every head for a graph or a PyG batch (see the module docstring)."""
+        if not self.potential_mode:
+            return self._forward(data)
+        outer_grad = torch.is_grad_enabled()
+        with torch.enable_grad():
+            out = self._forward(data)
+        if not outer_grad:
+            out = {k: v.detach() for k, v in out.items()}
+        return out
+
+    def _forward(self, data: object) -> dict[str, Tensor]:
+        spec = self.spec
+        pos = data.pos
+        num_nodes = pos.shape[0]
+        batch = getattr(data, "batch", None)
+        if batch is None:
+            batch = torch.zeros(num_nodes, dtype=torch.long, device=pos.device)
+        num_graphs = int(getattr(data, "num_graphs", 1) or 1)
+        edge_index = data.edge_index
+        edge_attr = None
+        if spec.edge_dim > 0:
+            edge_attr = getattr(data, "edge_attr", None)
+            if edge_attr is None or tuple(edge_attr.shape) != (edge_index.shape[1], spec.edge_dim):
+                shape = None if edge_attr is None else tuple(edge_attr.shape)
+                raise ValueError(f"edge_attr must be [E={edge_index.shape[1]}, {spec.edge_dim}], got {shape}")
+
+        strained = None
+        if self.potential_mode:
+            strained = strained_edge_vectors(data, batch, num_graphs, spec.stress_head is not None)
+            geom = self.geometry(strained.vectors, edge_attr)
+        elif self.geometry is not None:
+            geom = self.geometry(edge_vectors(data), edge_attr)
+        else:
+            geom = EdgeGeometry(edge_attr=edge_attr)
+
+        h = self.embedding(getattr(data, "x", None), getattr(data, "z", None))
+        vec = None
+        for layer, norm, act in zip(self.layers, self.norms, self.activations):
+            out, vec = layer(h, edge_index, geom, vec)
+            h = out if layer.self_contained else h + act(norm(out))
+
+        raw: dict[str, Tensor] = {}
+        if self.graph_heads is not None:
+            raw.update(self.graph_heads(h, batch, num_graphs))
+        if self.node_heads is not None:
+            raw.update(self.node_heads(h))
+
+        means: dict[str, Tensor] = {}
+        variances: dict[str, Tensor] = {}
+        for head in spec.heads:
+            if head.name in raw:
+                mean, variance = split_mean_variance(raw[head.name], head.dim, spec.predict_variance)
+                if mean is not None:
+                    means[head.name] = mean
+                if variance is not None:
+                    variances[head.name] = variance
+
+        if self.potential_mode:
+            per_atom = self.energy_scale(means[spec.energy_head])
+            means[spec.energy_head] = per_atom
+            atoms = torch.bincount(batch, minlength=num_graphs).to(per_atom.dtype)
+            total = per_atom.squeeze(-1) * atoms
+            forces, stress = forces_and_stress(
+                total, strained, getattr(data, "cell", None), create_graph=self.training
+            )
+            if spec.forces_head is not None:
+                means[spec.forces_head] = forces
+            if spec.stress_head is not None:
+                means[spec.stress_head] = stress
+
+        result = {head.name: means[head.name] for head in spec.heads}
+        for head in spec.heads:
+            if head.name in variances:
+                result[head.name + VARIANCE_SUFFIX] = variances[head.name]
+        return result

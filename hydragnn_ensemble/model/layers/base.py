@@ -1,0 +1,128 @@
+"""The small template every message-passing layer family fills.
+
+A layer is a :class:`ConvLayer`: it is built from a :class:`LayerConfig` and maps
+``(h, edge_index, geom, vec) -> (h_new, vec_new)`` where
+
+* ``h`` [N, hidden] are scalar (rotation-invariant) node features;
+* ``edge_index`` [2, E] has row 0 = neighbour ``j`` (source) and row 1 = centre ``i`` (target), so
+  messages flow ``j -> i`` and are summed at ``i``;
+* ``geom`` is the shared :class:`~hydragnn_ensemble.model.geometry.EdgeGeometry` (vectors, distances,
+  radial basis, cutoff weights, builder edge features), computed once per forward pass;
+* ``vec`` is the layer family's vector (equivariant) node state, ``None`` before the first layer and
+  for families that carry none.
+
+Class attributes tell the model what a family needs:
+
+* ``needs_geometry``: the model must compute edge geometry (and the family responds to positions,
+  which makes it usable as an interatomic potential);
+* ``carries_vectors``: ``vec`` is meaningful and passed from layer to layer;
+* ``self_contained``: the layer returns the finished node state (its own residual update). Otherwise
+  the model applies ``h <- h + act(norm(h_new))`` after the layer.
+
+Gathering and aggregation use :func:`gather` (``index_select``) and :func:`scatter_sum`
+(``index_add_``), both plain torch and deterministic on CPU.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hydragnn_ensemble.model.geometry import EdgeGeometry
+
+_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+    "gelu": nn.GELU,
+    "elu": nn.ELU,
+    "selu": nn.SELU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+    "softplus": nn.Softplus,
+    "prelu": nn.PReLU,
+    "lrelu_01": lambda: nn.LeakyReLU(0.1),
+    "lrelu_025": lambda: nn.LeakyReLU(0.25),
+    "lrelu_05": lambda: nn.LeakyReLU(0.5),
+    "leaky_relu": nn.LeakyReLU,
+}
+
+ACTIVATION_NAMES: tuple[str, ...] = tuple(_ACTIVATIONS)
+
+
+def make_activation(name: str) -> nn.Module:
+    """A fresh activation module by name (HydraGNN's names plus a few common ones)."""
+    try:
+        return _ACTIVATIONS[name]()
+    except KeyError:
+        raise ValueError(
+            f"unknown activation {name!r}; valid names: {', '.join(ACTIVATION_NAMES)}"
+        ) from None
+
+
+class ShiftedSoftplus(nn.Module):
+    """``softplus(x) - log 2`` (SchNet's activation; zero at zero, smooth)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shift = float(torch.log(torch.tensor(2.0)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x) - self.shift
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Everything a layer constructor reads (taken from the ModelSpec by the builder)."""
+
+    hidden_dim: int
+    edge_dim: int = 0
+    num_gaussians: int = 50
+    radius: float = 5.0
+    activation: str = "relu"
+    layer_index: int = 0
+    num_layers: int = 1
+    pna_degree_histogram: tuple[int, ...] | None = None
+
+    @property
+    def is_last(self) -> bool:
+        return self.layer_index == self.num_layers - 1
+
+
+def gather(x: Tensor, index: Tensor) -> Tensor:
+    """Rows ``x[index]`` (per-edge copies of node features)."""
+    return x.index_select(0, index)
+
+
+def scatter_sum(src: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+    """Sum the per-edge rows ``src`` into ``num_nodes`` rows by ``index``."""
+    out = src.new_zeros((num_nodes,) + tuple(src.shape[1:]))
+    return out.index_add_(0, index, src)
+
+
+def in_degree(index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
+    """Number of incoming edges per node, as ``dtype`` [N]."""
+    ones = torch.ones(index.shape[0], dtype=dtype, device=index.device)
+    return scatter_sum(ones, index, num_nodes)
+
+
+class ConvLayer(nn.Module, ABC):
+    """One message-passing layer; subclasses implement :meth:`forward`."""
+
+    needs_geometry: ClassVar[bool] = False
+    carries_vectors: ClassVar[bool] = False
+    self_contained: ClassVar[bool] = False
+
+    def __init__(self, config: LayerConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    @abstractmethod
+    def forward(
+        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Return the new scalar node features [N, hidden] and the new vector state (or None)."""

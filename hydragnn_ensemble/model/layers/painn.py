@@ -1,0 +1,64 @@
+"""PaiNN (Schütt et al. 2021): scalar features ``s`` [N, F] and vector features ``v`` [N, 3, F].
+
+Vectors are stored as [N, 3, F] (Cartesian axis before channels) so per-channel linear maps act on
+the last axis and one edge message is a single [E, 3, F] tensor. Message block (edge j -> i, unit
+vector ``u_ij`` from i to j)::
+
+    (a, b, c) = split(MLP(s)_j * (Linear(rbf_ij) * cutoff_ij))
+    ds_i = sum_j a ;  dv_i = sum_j v_j * b + u_ij * c
+
+Update block::
+
+    U v, V v ;  (p, q, r) = split(MLP([s, |V v|]))
+    v <- v + p * U v ;  s <- s + q * <U v, V v> + r
+
+The layer is ``self_contained``: it returns the updated ``s`` (residual inside).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from hydragnn_ensemble.model.geometry import EdgeGeometry
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, gather, scatter_sum
+
+
+class PaiNNLayer(ConvLayer):
+    """One PaiNN message + update block."""
+
+    needs_geometry = True
+    carries_vectors = True
+    self_contained = True
+
+    def __init__(self, config: LayerConfig) -> None:
+        super().__init__(config)
+        dim = config.hidden_dim
+        self.dim = dim
+        self.message_mlp = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, 3 * dim))
+        self.filter = nn.Linear(config.num_gaussians, 3 * dim)
+        self.uv = nn.Linear(dim, 2 * dim, bias=False)
+        self.update_mlp = nn.Sequential(nn.Linear(2 * dim, dim), nn.SiLU(), nn.Linear(dim, 3 * dim))
+
+    def forward(
+        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        j, i = edge_index
+        n, dim = h.shape[0], self.dim
+        # message block
+        weight = self.filter(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
+        x = gather(self.message_mlp(h), j) * weight
+        a, b, c = torch.split(x, dim, dim=-1)
+        s = h + scatter_sum(a, i, n)
+        dv = geom.require("unit").unsqueeze(-1) * c.unsqueeze(1)  # [E, 3, F]
+        if vec is not None:
+            dv = dv + gather(vec, j) * b.unsqueeze(1)
+        v = scatter_sum(dv, i, n) if vec is None else vec + scatter_sum(dv, i, n)
+        # update block
+        uv = self.uv(v)
+        u_v, v_v = torch.split(uv, dim, dim=-1)
+        v_norm = ((v_v * v_v).sum(dim=1) + 1e-8).sqrt()
+        p, q, r = torch.split(self.update_mlp(torch.cat([s, v_norm], dim=-1)), dim, dim=-1)
+        v = v + p.unsqueeze(1) * u_v
+        s = s + q * (u_v * v_v).sum(dim=1) + r
+        return s, v

@@ -1,0 +1,284 @@
+"""HydraModel: shapes, invariances, equivariance, autograd forces/stress, batching, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+
+from graph_builders.schema import HeadRegistry, HeadSpec
+from hydragnn_ensemble.model import (
+    DEFAULT_PNA_DEGREE_HISTOGRAM,
+    MPNN_TYPES,
+    GraphHeadSpec,
+    HydraModel,
+    ModelSpec,
+    NodeHeadSpec,
+    build_model,
+    degree_histogram,
+)
+
+ALL_TYPES = ["GIN", "PNA", "GAT", "CGCNN", "SchNet", "EGNN", "PaiNN"]
+GEOMETRIC = ["CGCNN", "SchNet", "EGNN", "PaiNN"]
+RADIUS = 4.0
+HEADS = HeadRegistry.of(
+    [HeadSpec("energy", "graph", 1), HeadSpec("gap", "graph", 3), HeadSpec("charge", "node", 2)]
+)
+POTENTIAL_HEADS = HeadRegistry.of(
+    [HeadSpec("energy", "graph", 1), HeadSpec("forces", "node", 3), HeadSpec("stress", "graph", 6)]
+)
+
+
+def periodic_graph(pos: torch.Tensor, cell: torch.Tensor, z: torch.Tensor, radius: float = RADIUS) -> Data:
+    """Brute-force periodic radius graph in the schema (every image pair within ``radius``)."""
+    pos, cell = pos.double(), cell.double()
+    widths = 1.0 / torch.linalg.inv(cell).norm(dim=0)
+    reps = [int(math.ceil(radius / float(w))) for w in widths]
+    axes = [torch.arange(-r, r + 1, dtype=torch.float64) for r in reps]
+    shifts = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    vec = pos[None, :, None, :] + (shifts @ cell)[None, None] - pos[:, None, None, :]  # [i, j, s, 3]
+    dist = vec.norm(dim=-1)
+    i, j, s = ((dist < radius) & (dist > 1e-8)).nonzero(as_tuple=True)
+    return Data(
+        pos=pos.float(),
+        x=z.float().unsqueeze(-1),
+        z=z.long(),
+        edge_index=torch.stack([j, i]),
+        edge_attr=dist[i, j, s].float().unsqueeze(-1),
+        cell=cell.float().unsqueeze(0),
+        pbc=torch.ones(1, 3, dtype=torch.bool),
+        edge_shift=shifts[s].float(),
+    )
+
+
+def random_alloy(seed: int, repeat: tuple[int, int, int] = (2, 1, 1)) -> Data:
+    """A rattled, slightly sheared FCC Cu/Ni/Pd cell (4 atoms per conventional cell)."""
+    gen = torch.Generator().manual_seed(seed)
+    base = torch.tensor([[0, 0, 0], [0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]], dtype=torch.float64)
+    grid = torch.stack(torch.meshgrid(*[torch.arange(r) for r in repeat], indexing="ij"), -1).reshape(-1, 1, 3)
+    frac = (grid + base).reshape(-1, 3) / torch.tensor(repeat, dtype=torch.float64)
+    cell = torch.diag(torch.tensor(repeat, dtype=torch.float64) * 3.6)
+    cell = cell + 0.1 * torch.rand(3, 3, generator=gen, dtype=torch.float64)
+    pos = frac @ cell + 0.15 * torch.randn(frac.shape, generator=gen, dtype=torch.float64)
+    z = torch.tensor([28, 29, 46])[torch.randint(0, 3, (pos.shape[0],), generator=gen)]
+    return periodic_graph(pos, cell, z)
+
+
+def make_spec(mpnn_type: str, **kw: object) -> ModelSpec:
+    args: dict[str, object] = dict(
+        mpnn_type=mpnn_type,
+        hidden_dim=16,
+        num_conv_layers=2,
+        heads=HEADS,
+        node_feature_dim=1,
+        edge_dim=1,
+        radius=RADIUS,
+        num_gaussians=12,
+        activation="silu",
+        graph_head=GraphHeadSpec(num_sharedlayers=1, dim_sharedlayers=16, num_headlayers=1, dim_headlayers=(16,)),
+        node_head=NodeHeadSpec(num_headlayers=1, dim_headlayers=(16,)),
+    )
+    args.update(kw)
+    return ModelSpec(**args)  # type: ignore[arg-type]
+
+
+def make_model(mpnn_type: str, seed: int = 0, **kw: object) -> HydraModel:
+    torch.manual_seed(seed)
+    return build_model(make_spec(mpnn_type, **kw)).eval()
+
+
+def random_rotation(seed: int) -> torch.Tensor:
+    q, r = torch.linalg.qr(torch.randn(3, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    if torch.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return q
+
+
+def transformed(graph: Data, rot: torch.Tensor, shift: torch.Tensor) -> Data:
+    out = graph.clone()
+    dtype = graph.pos.dtype
+    out.pos = (graph.pos.double() @ rot.T + shift).to(dtype)
+    out.cell = (graph.cell.double() @ rot.T).to(dtype)
+    return out
+
+
+def to_double(graph: Data) -> Data:
+    out = graph.clone()
+    for key in ("pos", "x", "edge_attr", "cell", "edge_shift"):
+        out[key] = graph[key].double()
+    return out
+
+
+@pytest.mark.parametrize("mpnn_type", ALL_TYPES)
+def test_output_shapes_and_positive_variance(mpnn_type: str) -> None:
+    model = make_model(mpnn_type, predict_variance=True)
+    graphs = [random_alloy(1), random_alloy(2)]
+    out = model(Batch.from_data_list(graphs))
+    n = sum(g.num_nodes for g in graphs)
+    expected = {"energy": (2, 1), "gap": (2, 3), "charge": (n, 2)}
+    expected.update({k + "__var": v for k, v in list(expected.items())})
+    assert {k: tuple(v.shape) for k, v in out.items()} == expected
+    assert list(out)[:3] == ["energy", "gap", "charge"]
+    for key in ("energy__var", "gap__var", "charge__var"):
+        assert bool((out[key] > 0).all())
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("mpnn_type", ALL_TYPES)
+def test_node_permutation(mpnn_type: str) -> None:
+    model = make_model(mpnn_type)
+    graph = random_alloy(3)
+    perm = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(perm.numel())
+    permuted = graph.clone()
+    for key in ("pos", "x", "z"):
+        permuted[key] = graph[key][perm]
+    permuted.edge_index = inverse[graph.edge_index]
+    a, b = model(graph), model(permuted)
+    torch.testing.assert_close(b["energy"], a["energy"], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b["gap"], a["gap"], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b["charge"], a["charge"][perm], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mpnn_type", ALL_TYPES)
+def test_batch_equals_one_at_a_time(mpnn_type: str) -> None:
+    model = make_model(mpnn_type, graph_pooling="max")
+    graphs = [random_alloy(4), random_alloy(5, (1, 1, 1)), random_alloy(6, (1, 2, 1))]
+    together = model(Batch.from_data_list(graphs))
+    singles = [model(g) for g in graphs]
+    for key in ("energy", "gap"):
+        torch.testing.assert_close(together[key], torch.cat([s[key] for s in singles]), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(together["charge"], torch.cat([s["charge"] for s in singles]), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mpnn_type", GEOMETRIC)
+def test_rotation_translation_invariance(mpnn_type: str) -> None:
+    model = make_model(mpnn_type).double()
+    graph = to_double(random_alloy(7))
+    moved = transformed(graph, random_rotation(1), torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64))
+    a, b = model(graph), model(moved)
+    for key in ("energy", "gap", "charge"):
+        torch.testing.assert_close(b[key], a[key], rtol=1e-9, atol=1e-10)
+    assert not torch.allclose(moved.pos, graph.pos)
+
+
+def potential_model(mpnn_type: str) -> HydraModel:
+    model = make_model(
+        mpnn_type, heads=POTENTIAL_HEADS, energy_head="energy", forces_head="forces", stress_head="stress"
+    ).double()
+    model.set_energy_normalisation(shift=-0.3, scale=0.7)
+    return model
+
+
+@pytest.mark.parametrize("mpnn_type", GEOMETRIC)
+def test_forces_rotate_with_the_structure(mpnn_type: str) -> None:
+    model = potential_model(mpnn_type)
+    graph = to_double(random_alloy(8))
+    rot = random_rotation(2)
+    a = model(graph)
+    b = model(transformed(graph, rot, torch.tensor([1.0, 0.5, -0.2], dtype=torch.float64)))
+    torch.testing.assert_close(b["energy"], a["energy"], rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(b["forces"], a["forces"] @ rot.T, rtol=1e-7, atol=1e-9)
+    assert float(a["forces"].abs().max()) > 1e-4
+    assert float(a["forces"].sum(0).abs().max()) < 1e-9  # translation invariance: no net force
+
+
+def total_energy(model: HydraModel, graph: Data) -> float:
+    with torch.no_grad():
+        return float(model(graph)["energy"].sum()) * graph.num_nodes
+
+
+@pytest.mark.parametrize("mpnn_type", GEOMETRIC)
+def test_forces_equal_finite_differences(mpnn_type: str) -> None:
+    model = potential_model(mpnn_type)
+    graph = to_double(random_alloy(9))
+    forces = model(graph)["forces"]
+    step = 1e-5
+    for atom, axis in [(0, 0), (3, 1), (6, 2)]:
+        plus, minus = graph.clone(), graph.clone()
+        plus.pos = graph.pos.clone()
+        minus.pos = graph.pos.clone()
+        plus.pos[atom, axis] += step
+        minus.pos[atom, axis] -= step
+        numeric = -(total_energy(model, plus) - total_energy(model, minus)) / (2 * step)
+        assert float(forces[atom, axis]) == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("mpnn_type", GEOMETRIC)
+def test_stress_equals_strain_derivative(mpnn_type: str) -> None:
+    model = potential_model(mpnn_type)
+    graph = to_double(random_alloy(10))
+    stress = model(graph)["stress"][0]
+    volume = float(torch.det(graph.cell[0]).abs())
+    step = 1e-6
+    voigt = [(0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1)]
+    for k, (a, b) in enumerate(voigt):
+        energies = []
+        for sign in (1.0, -1.0):
+            eps = torch.zeros(3, 3, dtype=torch.float64)
+            eps[a, b] += 0.5 * sign * step
+            eps[b, a] += 0.5 * sign * step
+            deformed = graph.clone()
+            deformed.pos = graph.pos @ (torch.eye(3, dtype=torch.float64) + eps)
+            deformed.cell = graph.cell @ (torch.eye(3, dtype=torch.float64) + eps)
+            energies.append(total_energy(model, deformed))
+        numeric = (energies[0] - energies[1]) / (2 * step) / volume
+        assert float(stress[k]) == pytest.approx(numeric, rel=1e-4, abs=1e-8)
+
+
+def test_potential_batch_matches_singles_and_trains_on_forces() -> None:
+    torch.manual_seed(0)
+    model = potential_model("SchNet").float().train()
+    graphs = [random_alloy(11), random_alloy(12, (1, 1, 1))]
+    out = model(Batch.from_data_list(graphs))
+    assert tuple(out["forces"].shape) == (12, 3) and tuple(out["stress"].shape) == (2, 6)
+    model.eval()
+    with torch.no_grad():
+        singles = [model(g) for g in graphs]
+    torch.testing.assert_close(out["forces"].detach(), torch.cat([s["forces"] for s in singles]), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(out["stress"].detach(), torch.cat([s["stress"] for s in singles]), rtol=1e-4, atol=1e-7)
+    assert not singles[0]["forces"].requires_grad
+    model.train()
+    out = model(Batch.from_data_list(graphs))
+    out["forces"].square().sum().backward()  # create_graph=True: a force loss reaches the weights
+    grad = model.layers[0].filter_net[0].weight.grad
+    assert grad is not None and float(grad.abs().sum()) > 0
+
+
+def test_energy_is_per_atom_in_physical_units() -> None:
+    model = potential_model("SchNet")
+    graph = to_double(random_alloy(13))
+    before = float(model(graph)["energy"])
+    model.set_energy_normalisation(shift=2.0, scale=1.4)
+    after = float(model(graph)["energy"])
+    assert after == pytest.approx((before + 0.3) / 0.7 * 1.4 + 2.0, rel=1e-10)
+    assert model.physical_heads == ("energy", "forces", "stress")
+
+
+def test_unknown_mpnn_type_lists_valid_names() -> None:
+    with pytest.raises(ValueError) as err:
+        build_model(make_spec("MACE"))
+    assert str(err.value) == "unknown mpnn_type 'MACE'; valid names: GIN, PNA, GAT, CGCNN, SchNet, EGNN, PaiNN"
+    assert list(MPNN_TYPES) == ALL_TYPES
+
+
+def test_potential_mode_needs_a_geometric_layer() -> None:
+    with pytest.raises(ValueError, match="'GIN' ignores positions.*CGCNN, SchNet, EGNN, PaiNN"):
+        build_model(make_spec("GIN", heads=POTENTIAL_HEADS, energy_head="energy", forces_head="forces"))
+    with pytest.raises(ValueError, match="forces_head='energy' must be a node head of dim 3"):
+        build_model(make_spec("SchNet", energy_head="energy", forces_head="energy"))
+
+
+def test_pna_degree_histogram() -> None:
+    graphs = [random_alloy(14), random_alloy(15)]
+    hist = degree_histogram(graphs)
+    degrees = torch.cat([torch.bincount(g.edge_index[1], minlength=g.num_nodes) for g in graphs])
+    assert hist == tuple(torch.bincount(degrees).tolist())
+    assert sum(hist) == 16
+    assert DEFAULT_PNA_DEGREE_HISTOGRAM[40] == 1 and sum(DEFAULT_PNA_DEGREE_HISTOGRAM) == 1
+    with pytest.raises(ValueError, match="not all zero"):
+        build_model(make_spec("PNA", pna_degree_histogram=(0, 0)))
