@@ -1,0 +1,293 @@
+"""Build graphs from many input files, optionally in worker processes; bad files are collected, not fatal.
+
+Inputs per scale (a directory stands for every non-hidden file under it):
+
+* ``atomic``: any structure file :func:`graph_builders.readers.read_structures` reads (several
+  structures per file allowed). Energies and forces already in the file (extxyz ``energy=``,
+  ``forces`` columns, or any single-point results) become the heads ``energy`` (graph, eV) and
+  ``forces`` (node, eV/Å); nothing is computed.
+* ``mesoscale``: ``.npz`` files with either ``seeds`` [G, 3] + ``box`` ([3] or scalar) and optional
+  ``orientations`` ([G, 4] quaternions or [G, 3] Euler angles), ``phases`` [G], ``periodic``
+  (scalar bool, default True) for a Voronoi tessellation, or ``labels`` (3-D int voxel map) with
+  optional ``orientations``/``phases`` indexed by label, ``voxel_size``, ``periodic`` (default
+  False). Arrays ``y_<head>`` become targets (a scalar or a 1-D array not of length G: graph head;
+  length G: node head).
+* ``continuum``: any mesh file meshio reads; ``features`` / ``targets`` name point-data arrays that
+  form ``x`` / become node heads.
+
+A file is stored only if all its structures build; otherwise it is listed with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import zipfile
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from tqdm import tqdm
+
+from graph_builders.schema import TARGET_PREFIX, HeadRegistry, HeadSpec, validate_graph
+
+SCALES: tuple[str, ...] = ("atomic", "mesoscale", "continuum")
+ATOMIC_UNITS = {"energy": "eV", "forces": "eV/Å"}
+MESOSCALE_ARRAYS = ("seeds", "box", "orientations", "phases", "periodic", "labels", "voxel_size")
+
+
+class InputFileError(ValueError):
+    """An input file cannot be turned into graphs; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build graphs at one scale."""
+
+    scale: str
+    cutoff: float = 5.0
+    max_neighbours: int | None = None
+    features: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(f"unknown scale {self.scale!r}; choose one of {list(SCALES)}")
+
+
+@dataclass(frozen=True)
+class FileFailure:
+    """One input file that produced no graphs, and why."""
+
+    file: str
+    reason: str
+
+
+@dataclass
+class BatchResult:
+    """Graphs of all good files (in input order), their heads, the failures and remarks."""
+
+    graphs: list[Data]
+    heads: HeadRegistry
+    num_files: int
+    failures: list[FileFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Files named directly plus every non-hidden file under the directories named, sorted per directory."""
+    files: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            files.extend(sorted(p for p in item.rglob("*")
+                                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(item).parts)))
+        else:
+            files.append(item)
+    return files
+
+
+def build_file(path: Path, options: BuildOptions) -> list[Data]:
+    """All graphs of one input file; raises InputFileError (or the builder's ValueError) naming it."""
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such file")
+    if options.scale == "atomic":
+        graphs = _atomic_graphs(path, options)
+    elif options.scale == "mesoscale":
+        graphs = [_mesoscale_graph(path)]
+    else:
+        graphs = [_continuum_graph(path, options)]
+    for graph in graphs:
+        validate_graph(graph, None, graph.name)
+    return graphs
+
+
+def build_graphs(files: Sequence[Path], options: BuildOptions, workers: int = 1, progress: bool = True) -> BatchResult:
+    """Build every file (in ``workers`` processes when > 1), keep the good ones, list the bad ones."""
+    outcomes: dict[int, list[Data] | FileFailure] = {}
+    bar = tqdm(total=len(files), disable=not progress, desc=f"building {options.scale} graphs", unit="file")
+    with bar:
+        if workers <= 1:
+            for index, path in enumerate(files):
+                outcomes[index] = _outcome(path, options)
+                bar.update(1)
+        else:
+            chunk = max(1, min(32, math.ceil(len(files) / (4 * workers))))
+            tasks = [list(range(start, min(start + chunk, len(files)))) for start in range(0, len(files), chunk)]
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker) as pool:
+                futures = [pool.submit(_build_chunk, [(i, files[i]) for i in task], options) for task in tasks]
+                for future in as_completed(futures):
+                    done = future.result()
+                    outcomes.update(done)
+                    bar.update(len(done))
+    return _assemble(files, [outcomes[i] for i in range(len(files))], options)
+
+
+def write_errors(path: Path, failures: Sequence[FileFailure]) -> None:
+    """Write ``file<TAB>reason`` lines (with a header) to ``path``, via a temporary file."""
+    tmp = path.with_name(f"{path.name}.tmp")
+    lines = ["file\treason"] + [f"{_clean(f.file)}\t{_clean(f.reason)}" for f in failures]
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+# -------------------------------------------------------------------------------------- internals
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _build_chunk(items: list[tuple[int, Path]], options: BuildOptions) -> dict[int, list[Data] | FileFailure]:
+    return {index: _outcome(path, options) for index, path in items}
+
+
+def _outcome(path: Path, options: BuildOptions) -> list[Data] | FileFailure:
+    try:
+        graphs = build_file(path, options)
+    except Exception as exc:  # noqa: BLE001 - any failure of one file is recorded against that file
+        return FileFailure(str(path), _reason(exc, path))
+    if not graphs:
+        return FileFailure(str(path), "no structures in the file")
+    return graphs
+
+
+def _reason(exc: Exception, path: Path) -> str:
+    """The error message without the file name (the errors file has its own column for that)."""
+    text = str(exc).strip() or type(exc).__name__
+    text = text.removeprefix(f"{path}: ")
+    return text if isinstance(exc, InputFileError) else f"{type(exc).__name__}: {text}"
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _atomic_graphs(path: Path, options: BuildOptions) -> list[Data]:
+    from graph_builders.atomic import atoms_to_graph
+    from graph_builders.readers import read_structures
+
+    graphs = []
+    for index, atoms in enumerate(read_structures(path)):
+        name = f"{path}:{index}"
+        try:
+            graphs.append(atoms_to_graph(atoms, cutoff=options.cutoff, max_neighbours=options.max_neighbours,
+                                         targets=_stored_results(atoms), name=name))
+        except ValueError as exc:
+            raise InputFileError(f"structure {index}: {exc}") from exc
+    return graphs
+
+
+def _stored_results(atoms: object) -> dict[str, np.ndarray] | None:
+    """Energy/forces already attached to ``atoms`` (never computed here)."""
+    results = getattr(getattr(atoms, "calc", None), "results", None) or {}
+    targets = {}
+    if "energy" in results:
+        targets["energy"] = np.asarray(results["energy"], dtype=np.float64).reshape(1, 1)
+    if "forces" in results:
+        targets["forces"] = np.asarray(results["forces"], dtype=np.float64).reshape(-1, 3)
+    return targets or None
+
+
+def _mesoscale_graph(path: Path) -> Data:
+    from graph_builders.mesoscale import grains_to_graph, voxels_to_graph
+
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputFileError(f"{path}: not a readable .npz file ({exc})") from exc
+    targets = {key[len(TARGET_PREFIX):]: value for key, value in arrays.items() if key.startswith(TARGET_PREFIX)}
+    unknown = sorted(k for k in arrays if k not in MESOSCALE_ARRAYS and not k.startswith(TARGET_PREFIX))
+    if unknown:
+        raise InputFileError(f"{path}: unknown arrays {unknown}; expected {list(MESOSCALE_ARRAYS)} or y_<head>")
+    name = str(path)
+    if "labels" in arrays:
+        return voxels_to_graph(arrays["labels"], orientations=arrays.get("orientations"), phases=arrays.get("phases"),
+                               voxel_size=arrays.get("voxel_size", 1.0), periodic=bool(arrays.get("periodic", False)),
+                               targets=targets, name=name)
+    missing = [k for k in ("seeds", "box") if k not in arrays]
+    if missing:
+        raise InputFileError(f"{path}: missing arrays {missing} (or give a voxel map as 'labels')")
+    return grains_to_graph(arrays["seeds"], arrays["box"], orientations=arrays.get("orientations"),
+                           phases=arrays.get("phases"), periodic=bool(arrays.get("periodic", True)),
+                           targets=targets, name=name)
+
+
+def _continuum_graph(path: Path, options: BuildOptions) -> Data:
+    from graph_builders.continuum import mesh_to_graph
+
+    return mesh_to_graph(path, features=list(options.features) or None,
+                         targets={name: name for name in options.targets} or None, name=str(path))
+
+
+def _signature(graph: Data) -> tuple:
+    """Attributes other than targets, with dtype and the shape apart from the concatenation axis."""
+    items = []
+    for key in sorted(graph.keys()):
+        if key.startswith(TARGET_PREFIX):
+            continue
+        value = graph[key]
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            axis = graph.__cat_dim__(key, value) % value.dim()
+            items.append((key, str(value.dtype), tuple(n for a, n in enumerate(value.shape) if a != axis)))
+        else:
+            items.append((key, type(value).__name__))
+    return tuple(items)
+
+
+def _head_shape(graph: Data, key: str) -> tuple[str, int]:
+    value = graph[key]
+    rows = value.shape[0] if value.dim() == 2 else -1
+    level = "node" if rows == graph.num_nodes and rows > 1 else "graph"
+    return level, int(value.shape[-1]) if value.dim() == 2 else -1
+
+
+def _assemble(files: Sequence[Path], outcomes: list[list[Data] | FileFailure], options: BuildOptions) -> BatchResult:
+    """Keep files whose graphs share the most common attribute layout; infer the heads."""
+    signatures = Counter(_signature(g) for o in outcomes if not isinstance(o, FileFailure) for g in o)
+    common = signatures.most_common(1)[0][0] if signatures else ()
+    failures: list[FileFailure] = []
+    graphs: list[Data] = []
+    for path, outcome in zip(files, outcomes):
+        if isinstance(outcome, FileFailure):
+            failures.append(outcome)
+            continue
+        odd = next((g for g in outcome if _signature(g) != common), None)
+        if odd is None:
+            graphs.extend(outcome)
+        else:
+            failures.append(FileFailure(str(path), f"attributes {[item[0] for item in _signature(odd)]} (or their "
+                                                   f"shapes) differ from the other graphs' {[i[0] for i in common]}"))
+    heads, notes = _infer_heads(graphs, options)
+    return BatchResult(graphs, heads, len(files), failures, notes)
+
+
+def _infer_heads(graphs: list[Data], options: BuildOptions) -> tuple[HeadRegistry, list[str]]:
+    """Heads = targets every graph has with one level and dim; others are removed and reported."""
+    shapes: dict[str, set[tuple[str, int]]] = {}
+    present: Counter[str] = Counter()
+    for graph in graphs:
+        for key in graph.keys():
+            if key.startswith(TARGET_PREFIX):
+                shapes.setdefault(key, set()).add(_head_shape(graph, key))
+                present[key] += 1
+    heads, notes = [], []
+    for key in sorted(present, key=lambda k: (k != "y_energy", k)):
+        name = key[len(TARGET_PREFIX):]
+        if present[key] != len(graphs):
+            notes.append(f"target {name!r} dropped: present in {present[key]} of {len(graphs)} graphs")
+        elif len(shapes[key]) != 1 or next(iter(shapes[key]))[1] < 1:
+            notes.append(f"target {name!r} dropped: inconsistent shapes across graphs")
+        else:
+            level, dim = next(iter(shapes[key]))
+            unit = ATOMIC_UNITS.get(name, "") if options.scale == "atomic" else ""
+            heads.append(HeadSpec(name, level, dim, unit))
+            continue
+        for graph in graphs:
+            if key in graph:
+                del graph[key]
+    return HeadRegistry.of(heads), notes

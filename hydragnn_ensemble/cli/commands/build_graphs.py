@@ -1,0 +1,114 @@
+"""``hydragnn-ensemble build-graphs``: graphs from structure, microstructure or mesh files into one dataset."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "build-graphs"
+HELP = "Build graphs from atomic structures, grain microstructures or FEM meshes into an ADIOS2 dataset."
+EPILOG = """\
+inputs (a directory stands for every non-hidden file under it):
+  atomic     any file ASE or pymatgen reads; several structures per file are fine; energies/forces
+             stored in the file (e.g. extxyz) become the heads energy (graph, eV), forces (node, eV/A)
+  mesoscale  .npz with seeds [G,3] + box ([3] or scalar), optional orientations ([G,4] quaternions
+             or [G,3] Euler), phases [G], periodic (default true); or labels (3-D int voxel map) with
+             optional orientations/phases per label, voxel_size, periodic (default false);
+             arrays y_<head> become targets (length G: node head, otherwise graph head)
+  continuum  any mesh file meshio reads; --features/--targets name point-data arrays
+
+A file is stored only if all its structures build. Bad files do not stop the run: they are listed
+with the reason in OUTPUT.errors.tsv (file<TAB>reason).
+
+exit status: 0 every file built; 1 some files failed, the others were written;
+             2 nothing could be built (or a usage error); nothing is written then.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="input files or directories")
+    parser.add_argument("-o", "--output", required=True, type=Path, help="dataset to write (.bp)")
+    parser.add_argument("--scale", required=True, choices=("atomic", "mesoscale", "continuum"))
+    parser.add_argument("--cutoff", type=float, default=5.0, help="atomic: neighbour radius in Å (default 5.0)")
+    parser.add_argument("--max-neighbours", type=int, default=None, help="atomic: keep the K nearest per atom")
+    parser.add_argument("--features", default="", help="continuum: point-data arrays forming x, comma-separated")
+    parser.add_argument("--targets", default="", help="continuum: point-data arrays stored as node heads")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random train/val/test split")
+    parser.add_argument("--fractions", default="0.8,0.1,0.1", help="train,val,test fractions (default 0.8,0.1,0.1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def parse_fractions(text: str) -> tuple[float, float, float]:
+    """'0.8,0.1,0.1' -> (0.8, 0.1, 0.1); UserError unless three non-negative numbers summing to 1."""
+    from hydragnn_ensemble.cli import UserError
+
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"--fractions must be three numbers like 0.8,0.1,0.1, got {text!r}") from None
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-6:
+        raise UserError(f"--fractions must be three non-negative numbers summing to 1, got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from graph_builders.batch_build import BuildOptions, build_graphs, expand_inputs, write_errors
+    from graph_builders.store import StoreError, check_output_path, describe, write_dataset
+    from hydragnn_ensemble.cli import UserError
+
+    torch.set_num_threads(1)
+    if args.workers < 1:
+        raise UserError(f"--workers must be >= 1, got {args.workers}")
+    if args.cutoff <= 0:
+        raise UserError(f"--cutoff must be > 0, got {args.cutoff}")
+    if args.max_neighbours is not None and args.max_neighbours < 1:
+        raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
+    fractions = parse_fractions(args.fractions)
+    try:
+        check_output_path(args.output)
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+    options = BuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets))
+    files = expand_inputs(args.inputs)
+    if not files:
+        raise UserError("no input files found in " + ", ".join(args.inputs))
+
+    result = build_graphs(files, options, workers=args.workers, progress=not args.no_progress)
+    output: Path = args.output
+    errors_path = output.with_name(output.name + ".errors.tsv")
+    if result.failures:
+        write_errors(errors_path, result.failures)
+    elif errors_path.exists():
+        errors_path.unlink()  # a stale list from an earlier run of the same output
+    for note in result.notes:
+        print(f"note: {note}")
+    good_files = result.num_files - len(result.failures)
+    if not result.graphs:
+        raise UserError(f"no graph could be built from {result.num_files} files; reasons in {errors_path}")
+    metadata = {"scale": args.scale, "created_by": "build-graphs", "input_files": good_files,
+                "failed_files": len(result.failures)}
+    if args.scale == "atomic":
+        metadata["cutoff"] = args.cutoff
+        if args.max_neighbours is not None:
+            metadata["max_neighbours"] = args.max_neighbours
+    write_dataset(output, result.graphs, result.heads, metadata=metadata, seed=args.seed, fractions=fractions,
+                  progress=not args.no_progress)
+    print(f"built {len(result.graphs)} graphs from {good_files} of {result.num_files} files -> {output}")
+    print(describe(output))
+    if result.failures:
+        print(f"{len(result.failures)} files failed; reasons in {errors_path}:")
+        for failure in result.failures[:10]:
+            print(f"  {failure.file}: {failure.reason}")
+        if len(result.failures) > 10:
+            print(f"  ... and {len(result.failures) - 10} more")
+        return 1
+    return 0

@@ -1,0 +1,214 @@
+"""``build-graphs`` and ``demo-data`` through ``hydragnn_ensemble.cli.main``: good files stored, bad
+files listed with their reason, exit codes as documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from graph_builders.store import GraphStore
+from hydragnn_ensemble.cli import main
+
+
+def read_errors(path: Path) -> dict[str, str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "file\treason"
+    return dict(line.split("\t") for line in lines[1:])
+
+
+def all_graphs(path: Path) -> dict[str, object]:
+    with GraphStore(path) as store:
+        return {g.name: g for s in store.split_names for g in (store.get(s, i) for i in range(store.num_graphs(s)))}
+
+
+# ---------------------------------------------------------------- atomic
+@pytest.fixture(scope="module")
+def atomic_inputs(tmp_path_factory) -> Path:
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from ase.calculators.singlepoint import SinglePointCalculator
+    from ase.io import write
+
+    folder = tmp_path_factory.mktemp("atomic_inputs")
+    rng = np.random.default_rng(0)
+    frames = []
+    for i in range(3):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True).repeat((2, 1, 1))
+        atoms.symbols[i] = "Ni"
+        atoms.rattle(0.05, seed=i)
+        atoms.calc = EMT()
+        energy, forces = atoms.get_potential_energy(), atoms.get_forces()
+        atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=forces)
+        frames.append(atoms)
+    write(folder / "good_three.extxyz", frames)
+    write(folder / "good_one.extxyz", frames[0])
+    text = (folder / "good_three.extxyz").read_text().splitlines()
+    (folder / "truncated.extxyz").write_text("\n".join(text[: len(text) // 2 - 3]) + "\n")
+    (folder / "garbage.xyz").write_bytes(rng.bytes(300))
+    nan_atoms = frames[1].copy()
+    nan_atoms.positions[2] = np.nan
+    nan_atoms.calc = SinglePointCalculator(nan_atoms, energy=frames[1].calc.results["energy"],
+                                           forces=frames[1].calc.results["forces"])
+    write(folder / "nan_coordinates.extxyz", nan_atoms)
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_build_graphs_atomic_keeps_good_files_and_lists_bad_ones(atomic_inputs, tmp_path, workers, capsys):
+    pytest.importorskip("graph_builders.atomic")
+    out = tmp_path / "atoms.bp"
+    code = main(["build-graphs", "--scale", "atomic", "--cutoff", "4.0", "--workers", str(workers),
+                 "--no-progress", str(atomic_inputs), "-o", str(out)])
+    assert code == 1
+    errors = read_errors(tmp_path / "atoms.bp.errors.tsv")
+    assert sorted(Path(f).name for f in errors) == ["garbage.xyz", "nan_coordinates.extxyz", "truncated.extxyz"]
+    nan_reason = next(r for f, r in errors.items() if f.endswith("nan_coordinates.extxyz"))
+    assert "NaN" in nan_reason or "nan" in nan_reason
+    assert all(reason for reason in errors.values())
+    graphs = all_graphs(out)
+    good_three, good_one = atomic_inputs / "good_three.extxyz", atomic_inputs / "good_one.extxyz"
+    assert sorted(graphs) == sorted([f"{good_one}:0"] + [f"{good_three}:{i}" for i in range(3)])
+    with GraphStore(out) as store:
+        assert [(h.name, h.level, h.dim, h.unit) for h in store.heads] == [("energy", "graph", 1, "eV"),
+                                                                          ("forces", "node", 3, "eV/Å")]
+        assert store.metadata["failed_files"] == 3 and store.metadata["input_files"] == 2
+        assert store.metadata["cutoff"] == 4.0
+    from ase.io import read
+
+    frames = read(good_three, index=":")
+    for i, atoms in enumerate(frames):
+        graph = graphs[f"{good_three}:{i}"]
+        assert graph.y_energy.item() == pytest.approx(atoms.get_potential_energy(), rel=1e-6)
+        assert torch.allclose(graph.y_forces, torch.tensor(atoms.get_forces(), dtype=torch.float32))
+        assert torch.equal(graph.z, torch.tensor(atoms.numbers))
+    printed = capsys.readouterr().out
+    assert f"built 4 graphs from 2 of 5 files -> {out}" in printed
+    assert "3 files failed; reasons in" in printed
+
+
+def test_build_graphs_nothing_built_exits_2(atomic_inputs, tmp_path, capsys):
+    pytest.importorskip("graph_builders.atomic")
+    out = tmp_path / "none.bp"
+    code = main(["build-graphs", "--scale", "atomic", "--no-progress", str(atomic_inputs / "garbage.xyz"),
+                 str(atomic_inputs / "missing.xyz"), "-o", str(out)])
+    assert code == 2
+    assert not out.exists()
+    errors = read_errors(tmp_path / "none.bp.errors.tsv")
+    assert errors[str(atomic_inputs / "missing.xyz")] == "no such file"
+    assert set(errors) == {str(atomic_inputs / "garbage.xyz"), str(atomic_inputs / "missing.xyz")}
+    assert "error: no graph could be built from 2 files" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- mesoscale
+def test_build_graphs_mesoscale(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    inputs = tmp_path / "grains"
+    inputs.mkdir()
+    for i in range(3):
+        seeds = rng.random((8 + i, 3)) * 2.0
+        np.savez(inputs / f"good{i}.npz", seeds=seeds, box=np.array([2.0, 2.0, 2.0]),
+                 y_taylor=rng.random(8 + i) + 2.5, y_modulus=np.array(120.0 + i))
+    np.savez(inputs / "nan_seed.npz", seeds=np.full((8, 3), np.nan), box=np.array(2.0))
+    np.savez(inputs / "typo.npz", seed=rng.random((8, 3)), box=np.array(2.0))
+    np.savez(inputs / "voxels.npz", labels=np.repeat(np.arange(8), 8).reshape(4, 4, 4))
+    (inputs / "broken.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    out = tmp_path / "grains.bp"
+    code = main(["build-graphs", "--scale", "mesoscale", "--no-progress", "--fractions", "1,0,0",
+                 str(inputs), "-o", str(out)])
+    assert code == 1
+    errors = {Path(f).name: r for f, r in read_errors(tmp_path / "grains.bp.errors.tsv").items()}
+    assert sorted(errors) == ["broken.npz", "nan_seed.npz", "typo.npz", "voxels.npz"]
+    assert errors["typo.npz"].endswith("unknown arrays ['seed']; expected ['seeds', 'box', 'orientations', "
+                                       "'phases', 'periodic', 'labels', 'voxel_size'] or y_<head>")
+    assert "not a readable .npz file" in errors["broken.npz"]
+    assert "grain_label" in errors["voxels.npz"]  # a voxel graph among Voronoi graphs differs in attributes
+    assert "nan" in errors["nan_seed.npz"].lower()
+    graphs = all_graphs(out)
+    assert sorted(Path(name).name for name in graphs) == ["good0.npz", "good1.npz", "good2.npz"]
+    with GraphStore(out) as store:
+        assert [(h.name, h.level, h.dim) for h in store.heads] == [("modulus", "graph", 1), ("taylor", "node", 1)]
+        assert store.num_graphs("trainset") == 3
+    for i in range(3):
+        graph = graphs[str(inputs / f"good{i}.npz")]
+        assert graph.num_nodes == 8 + i and graph.y_modulus.tolist() == [[120.0 + i]]
+
+
+# ---------------------------------------------------------------- continuum
+def test_build_graphs_continuum(tmp_path):
+    import meshio
+    import skfem
+
+    inputs = tmp_path / "meshes"
+    inputs.mkdir()
+    for i in range(2):
+        mesh = skfem.MeshTri().refined(2 + i)
+        meshio.write(inputs / f"plate{i}.vtu", meshio.Mesh(mesh.p.T, [("triangle", mesh.t.T)],
+                                                             point_data={"temp": mesh.p[0] * (i + 1)}))
+    bad = skfem.MeshTri().refined(1)
+    points = bad.p.T.copy()
+    points[3] = np.nan
+    meshio.write(inputs / "nan.vtu", meshio.Mesh(points, [("triangle", bad.t.T)], point_data={"temp": bad.p[0]}))
+    text = (inputs / "plate0.vtu").read_text()
+    (inputs / "cut.vtu").write_text(text[: len(text) // 2])
+    out = tmp_path / "meshes.bp"
+    code = main(["build-graphs", "--scale", "continuum", "--targets", "temp", "--no-progress", str(inputs),
+                 "-o", str(out)])
+    assert code == 1
+    errors = {Path(f).name: r for f, r in read_errors(tmp_path / "meshes.bp.errors.tsv").items()}
+    assert sorted(errors) == ["cut.vtu", "nan.vtu"]
+    graphs = all_graphs(out)
+    assert sorted(Path(n).name for n in graphs) == ["plate0.vtu", "plate1.vtu"]
+    assert graphs[str(inputs / "plate1.vtu")].num_nodes == 81
+    plate1 = graphs[str(inputs / "plate1.vtu")]
+    assert torch.allclose(plate1.y_temp[:, 0], 2 * plate1.pos[:, 0])
+    # everything good now: exit 0 and the stale errors file is gone
+    (inputs / "cut.vtu").unlink()
+    (inputs / "nan.vtu").unlink()
+    assert main(["build-graphs", "--scale", "continuum", "--no-progress", str(inputs), "-o", str(out)]) == 0
+    assert not (tmp_path / "meshes.bp.errors.tsv").exists()
+    with GraphStore(out) as store:
+        assert len(store.heads) == 0 and sum(store.num_graphs(s) for s in store.split_names) == 2
+
+
+def test_build_graphs_usage_errors(tmp_path, capsys):
+    assert main(["build-graphs", "--scale", "continuum", "--fractions", "0.5,0.5", str(tmp_path),
+                 "-o", str(tmp_path / "x.bp")]) == 2
+    assert "error: --fractions must be three non-negative numbers summing to 1, got '0.5,0.5'" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["build-graphs", "--scale", "continuum", str(empty), "-o", str(tmp_path / "x.bp")]) == 2
+    assert f"error: no input files found in {empty}" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- demo-data
+@pytest.mark.parametrize(
+    "kind, extra, heads",
+    [
+        ("alloy", ["--num", "4", "--elements", "Cu,Ni", "--components", "2"], ["formation_energy", "stress", "forces"]),
+        ("polycrystal", ["--num", "3"], ["taylor_factor", "mean_taylor_factor", "youngs_modulus"]),
+        ("fem", ["--num", "3"], ["temperature", "effective_conductivity"]),
+    ],
+)
+def test_demo_data(kind, extra, heads, tmp_path, capsys):
+    pytest.importorskip(f"graph_builders.datasets.{kind}")
+    out = tmp_path / f"{kind}.bp"
+    assert main(["demo-data", kind, "-o", str(out), "--no-progress", *extra]) == 0
+    printed = capsys.readouterr().out
+    num = int(extra[1])
+    with GraphStore(out) as store:
+        assert sum(store.num_graphs(s) for s in store.split_names) == num
+        assert store.heads.names == heads
+        assert store.metadata["dataset"] == kind and store.metadata["created_by"] == "demo-data"
+    assert printed.startswith(f"{out}: {num} graphs\n")
+    for head in heads:
+        assert f"    {head} " in printed
+
+
+def test_demo_data_rejects_alloy_options_for_other_kinds(tmp_path, capsys):
+    assert main(["demo-data", "fem", "-o", str(tmp_path / "f.bp"), "--elements", "Cu"]) == 2
+    assert "error: --elements and --components apply to the alloy dataset only" in capsys.readouterr().err
+    assert main(["demo-data", "alloy", "-o", str(tmp_path / "a.bp"), "--components", "3-2"]) == 2
+    assert "error: --components must look like 2-3 or 2 (1 <= low <= high), got '3-2'" in capsys.readouterr().err
