@@ -24,7 +24,12 @@ from hydragnn_ensemble.model.geometry import EdgeGeometry, GeometryEncoder
 from hydragnn_ensemble.model.heads import GraphHeads, NodeHeads, split_mean_variance
 from hydragnn_ensemble.model.layers import MPNN_TYPES, layer_class
 from hydragnn_ensemble.model.layers.base import LayerConfig, make_activation
-from hydragnn_ensemble.model.potential import EnergyScale, forces_and_stress, strained_edge_vectors
+from hydragnn_ensemble.model.potential import (
+    EnergyScale,
+    forces_and_stress,
+    strained_edge_vectors,
+    stress_unit_factor,
+)
 from hydragnn_ensemble.model.spec import ModelSpec
 
 VARIANCE_SUFFIX = "__var"
@@ -52,6 +57,8 @@ def _check_spec(spec: ModelSpec) -> None:
             raise ValueError(
                 f"{field_name}={name!r} must be a {level} head of dim {dim}, got {head.level} dim {head.dim}"
             )
+    if spec.stress_head is not None:
+        stress_unit_factor(spec.heads[spec.stress_head].unit)
     if spec.energy_head is None and (spec.forces_head or spec.stress_head):
         raise ValueError("forces_head/stress_head need energy_head (they are derivatives of the energy)")
     if spec.energy_head is not None and not layer_class(spec.mpnn_type).needs_geometry:
@@ -112,6 +119,9 @@ class HydraModel(nn.Module):
         )
         self.node_heads = NodeHeads(spec.hidden_dim, spec.node_head, node_out, spec.activation) if node_out else None
         self.energy_scale = EnergyScale() if self.potential_mode else None
+        self.stress_factor = (
+            stress_unit_factor(spec.heads[spec.stress_head].unit) if spec.stress_head is not None else 1.0
+        )
 
     def num_parameters(self) -> int:
         """Number of trainable parameters."""
@@ -198,7 +208,7 @@ class HydraModel(nn.Module):
             if spec.forces_head is not None:
                 means[spec.forces_head] = forces
             if spec.stress_head is not None:
-                means[spec.stress_head] = stress
+                means[spec.stress_head] = stress * self.stress_factor
 
         result = {head.name: means[head.name] for head in spec.heads}
         for head in spec.heads:

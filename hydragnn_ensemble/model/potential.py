@@ -9,8 +9,9 @@ Convention (the trainer follows it):
 * ``E_g = e_g * n_g`` (``n_g`` atoms) is the total energy. Forces are ``F = -dE/dpos`` [N, 3] and the
   stress is ``sigma = (1 / V_g) dE_g / d(eps)`` for a symmetric strain ``eps`` applied to positions
   and cell (``r -> r (I + eps)``), in Voigt order ``xx, yy, zz, yz, xz, xy``: ASE's sign convention
-  (``Atoms.get_stress()``), so EMT/DFT labels are used as they are. Graphs with zero cell volume
-  (molecules) get zero stress.
+  (``Atoms.get_stress()``), so EMT/DFT labels are used as they are; it is converted from eV/Å^3 to
+  the stress head's unit (``GPa`` for the alloy data, see :data:`STRESS_UNIT_FACTORS`). Graphs with
+  zero cell volume (molecules) get zero stress.
 * Energy, forces and stress outputs are therefore all physical and mutually exact
   (forces = -gradient of the energy the model reports). The trainer must NOT normalise these three
   targets; it may divide residuals by their scales inside the loss instead.
@@ -84,6 +85,28 @@ def strained_edge_vectors(data: object, batch: Tensor, num_graphs: int, with_str
 
 
 VOIGT_INDICES = ((0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1))
+
+# Stress from the strain derivative comes out in eV/Å^3 (energy in eV, lengths in Å); the stress
+# head's unit in the registry says what the labels use. 1 eV/Å^3 = 160.21766208 GPa.
+STRESS_UNIT_FACTORS: dict[str, float] = {
+    "": 1.0,  # no unit given: the model's own eV/Å^3
+    "eV/Å^3": 1.0,
+    "eV/Å³": 1.0,
+    "eV/A^3": 1.0,
+    "GPa": 160.21766208,
+    "kbar": 1602.1766208,
+}
+
+
+def stress_unit_factor(unit: str) -> float:
+    """Factor from eV/Å^3 to the stress head's ``unit``; ValueError for a unit we cannot convert to."""
+    try:
+        return STRESS_UNIT_FACTORS[unit]
+    except KeyError:
+        raise ValueError(
+            f"stress head unit {unit!r} is not supported in potential mode; use one of "
+            f"{sorted(STRESS_UNIT_FACTORS)}"
+        ) from None
 
 
 def forces_and_stress(

@@ -44,8 +44,9 @@ OOM_REASON = "killed (SIGKILL, possibly out of memory)"
 
 def kill_margin_s(time_limit_s: float) -> float:
     """Extra time a trial gets beyond its budget before the agent kills it (the trainer should stop
-    by itself at ``--time-budget``; this covers writing the final checkpoint and result.json)."""
-    return min(60.0, max(1.0, 0.05 * time_limit_s))
+    by itself at ``--time-budget``, counted from its own start; this covers interpreter start-up on
+    a loaded node and writing the final checkpoint and result.json)."""
+    return min(60.0, max(0.05 * time_limit_s, min(10.0, time_limit_s)))
 
 
 def trial_argv(start: StartTrial, python: str = sys.executable) -> list[str]:

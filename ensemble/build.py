@@ -1,0 +1,155 @@
+"""Build an ensemble directory from a campaign directory (``hydragnn-ensemble select``).
+
+``build_ensemble`` chooses the members (top-K by objective, or greedy selection on the validation
+predictions of the best M completed trials), copies their checkpoints into
+``ENSEMBLE_DIR/members/``, and writes ``manifest.json`` (see :mod:`ensemble.manifest`). The
+directory is written under a temporary name and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from graph_builders.schema import HeadRegistry
+from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
+from ensemble.manifest import MEMBERS_DIR, Manifest, MemberEntry, SelectionInfo, sha256_of, write_manifest
+from ensemble.predictor import MemberModel, read_split, run_members, split_targets
+from ensemble.selection import Selection, SelectionError, greedy_selection, select_topk
+
+METHODS: tuple[str, ...] = ("topk", "greedy")
+
+
+class EnsembleBuildError(ValueError):
+    """The ensemble directory cannot be built (output exists, no dataset for greedy, ...)."""
+
+
+@dataclass
+class BuildOptions:
+    """What ``select`` was asked."""
+
+    top_k: int = 5
+    method: str = "topk"
+    candidates: int = 10  # greedy: the best M completed trials are candidates
+    dataset: Path | None = None  # default: the campaign's dataset
+    batch_size: int = 32
+    overwrite: bool = False
+    progress: bool = False
+
+
+def _load(trial: CampaignTrial):
+    from hydragnn_ensemble.train import load_checkpoint
+
+    return load_checkpoint(trial.checkpoint_path)
+
+
+def _dataset_of(info: CampaignInfo, options: BuildOptions) -> Path | None:
+    return Path(options.dataset) if options.dataset is not None else info.dataset
+
+
+def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection:
+    """Greedy selection over the best ``options.candidates`` trials on the dataset's valset."""
+    dataset = _dataset_of(info, options)
+    if dataset is None:
+        raise EnsembleBuildError(f"{info.root}: greedy selection needs the dataset (pass --dataset)")
+    ranked = info.ranked()[: max(options.candidates, 1)]
+    if not ranked:
+        raise SelectionError(f"{info.root}: no completed trial with a checkpoint")
+    members = []
+    for trial in ranked:
+        loaded = _load(trial)
+        members.append(MemberModel(trial.trial_id, 1.0, loaded, float(loaded.spec.radius)))
+    cutoff = max(m.radius for m in members)
+    graphs = read_split(dataset, "valset")
+    preds = run_members(members, graphs, cutoff=cutoff, batch_size=options.batch_size,
+                        progress=options.progress, desc="validation predictions")
+    heads = [h for h in members[0].loaded.heads.names if all(h in p for p in preds)]
+    targets = split_targets(graphs, members[0].loaded.heads)
+    heads = [h for h in heads if h in targets]
+    if not heads:
+        raise EnsembleBuildError(f"{dataset}: the valset has no targets of the members' heads")
+    stacked = {h: np.stack([p[h] for p in preds]) for h in heads}
+    return greedy_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
+                            [t.trial_id for t in ranked])
+
+
+def choose_members(info: CampaignInfo, options: BuildOptions) -> Selection:
+    """Run the selection method of ``options``."""
+    if options.method == "topk":
+        return select_topk(info, options.top_k)
+    if options.method == "greedy":
+        if options.top_k < 1:
+            raise SelectionError(f"top-k must be >= 1, got {options.top_k}")
+        return greedy_from_campaign(info, options)
+    raise EnsembleBuildError(f"unknown selection method {options.method!r}; use one of {METHODS}")
+
+
+def _union_heads(registries: list[HeadRegistry]) -> HeadRegistry:
+    seen: dict[str, object] = {}
+    for reg in registries:
+        for head in reg:
+            seen.setdefault(head.name, head)
+    return HeadRegistry.of(seen.values())
+
+
+def _prepare_output(out: Path, overwrite: bool) -> Path:
+    occupied = (out.is_dir() and any(out.iterdir())) or (out.exists() and not out.is_dir())
+    if occupied and not overwrite:
+        raise EnsembleBuildError(f"{out}: already exists; choose another -o or pass --force")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / MEMBERS_DIR).mkdir(parents=True)
+    return tmp
+
+
+def write_ensemble(info: CampaignInfo, selection: Selection, out: str | os.PathLike,
+                   options: BuildOptions) -> Manifest:
+    """Copy the selected members' checkpoints into ``out`` and write its manifest."""
+    out = Path(out)
+    tmp = _prepare_output(out, options.overwrite)
+    try:
+        entries: list[MemberEntry] = []
+        registries: list[HeadRegistry] = []
+        for trial_id, weight in zip(selection.trial_ids, selection.weights):
+            trial = info.trials[trial_id]
+            loaded = _load(trial)
+            name = f"{MEMBERS_DIR}/trial_{trial_id}.pt"
+            shutil.copyfile(trial.checkpoint_path, tmp / name)
+            config = trial.config_dict() if trial.config_path.exists() else loaded.config.to_dict()
+            registries.append(loaded.heads)
+            entries.append(MemberEntry(
+                trial_id=trial_id, checkpoint=name, sha256=sha256_of(tmp / name), weight=weight,
+                objective=trial.objective, config=config, params=trial.params,
+                metrics={h: vars(m) for h, m in trial.result.heads.items()},
+                normalisation=loaded.normaliser.to_dict(), radius=float(loaded.spec.radius),
+                potential_mode=loaded.spec.energy_head is not None,
+                predicts_variance=bool(loaded.spec.predict_variance)))
+        dataset = _dataset_of(info, options)
+        manifest = Manifest(
+            campaign_dir=str(info.root.resolve()), dataset=str(dataset) if dataset else None,
+            heads=_union_heads(registries).to_json(), graph_cutoff=max(e.radius for e in entries),
+            members=entries,
+            selection=SelectionInfo(method=selection.method, top_k=options.top_k,
+                                    candidates=selection.candidates, history=selection.history))
+        write_manifest(tmp, manifest)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def build_ensemble(campaign_dir: str | os.PathLike, out: str | os.PathLike,
+                   options: BuildOptions | None = None) -> Manifest:
+    """Select members from ``campaign_dir`` and write the ensemble directory ``out``."""
+    options = options or BuildOptions()
+    info = read_campaign(campaign_dir)
+    selection = choose_members(info, options)
+    return write_ensemble(info, selection, out, options)

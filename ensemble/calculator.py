@@ -1,0 +1,108 @@
+"""An ASE calculator backed by an ensemble: energy, forces and stress with their uncertainties.
+
+Which heads become ASE properties:
+
+* **energy** (eV): in potential mode (members trained with ``compute_grad_energy``) the members'
+  energy head, which predicts energy *per atom*, times the number of atoms; otherwise the graph
+  head of dim 1 named by ``energy_head`` (default: ``energy`` if present, else
+  ``formation_energy``), multiplied by the number of atoms when its unit ends in ``/atom``
+  (``formation_energy`` in eV/atom gives the total formation energy of the cell: the energy
+  relative to the pure elements, which has the same forces as the total energy).
+* **forces** (eV/Å): the node head of dim 3 (``forces``). For potential-mode members these are
+  ``-dE/dpos`` of the members' own energies, so forces are consistent with the energy (a finite
+  difference of the energy matches them); for ordinary members they come from the separately
+  trained forces head and are only as consistent as the training made them.
+* **stress** (eV/Å^3, ASE's Voigt order and sign): the graph head of dim 6, converted from the
+  head's unit (GPa for the alloy data). Potential-mode members report the strain derivative of the
+  energy in that same unit.
+
+``calc.results`` also holds ``energy_std``, ``forces_std`` [N, 3] and ``stress_std`` [6] (total
+ensemble std, calibrated when the ensemble is), and ``<property>_members`` with each member's value.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from ase.calculators.calculator import Calculator, all_changes
+
+from graph_builders.schema import HeadRegistry
+from hydragnn_ensemble.model.potential import stress_unit_factor
+from ensemble.predictor import EnsemblePredictor
+
+
+class EnsembleCalculatorError(ValueError):
+    """The ensemble cannot provide what the calculator needs (no energy head, unknown unit)."""
+
+
+def _find(heads: HeadRegistry, level: str, dim: int, preferred: Sequence[str]) -> str | None:
+    for name in preferred:
+        if name in heads and heads[name].level == level and heads[name].dim == dim:
+            return name
+    return next((h.name for h in heads if h.level == level and h.dim == dim), None)
+
+
+class EnsembleCalculator(Calculator):
+    """ASE calculator for an ensemble directory (see the module docstring)."""
+
+    implemented_properties: list[str] = []
+
+    def __init__(self, ensemble_dir: str | os.PathLike | None = None, *,
+                 predictor: EnsemblePredictor | None = None, energy_head: str | None = None,
+                 devices: Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if predictor is None:
+            if ensemble_dir is None:
+                raise EnsembleCalculatorError("pass an ensemble directory or a predictor")
+            predictor = EnsemblePredictor(ensemble_dir, devices=devices)
+        self.predictor = predictor
+        heads = predictor.heads
+        self.potential_mode = any(m.potential_mode for m in predictor.manifest.members)
+        if energy_head is not None and energy_head not in heads:
+            raise EnsembleCalculatorError(f"energy head {energy_head!r} is not one of {heads.names}")
+        self.energy_head = energy_head or _find(heads, "graph", 1, ("energy", "formation_energy"))
+        self.forces_head = _find(heads, "node", 3, ("forces",))
+        self.stress_head = _find(heads, "graph", 6, ("stress",))
+        self.energy_per_atom = self.energy_head is not None and (
+            self.potential_mode or heads[self.energy_head].unit.lower().endswith("/atom"))
+        self.stress_factor = 1.0
+        if self.stress_head is not None:
+            try:  # the head's unit -> eV/Å^3 (the model reports potential-mode stress in it too)
+                self.stress_factor = 1.0 / stress_unit_factor(heads[self.stress_head].unit)
+            except ValueError as exc:
+                raise EnsembleCalculatorError(f"stress head {self.stress_head!r}: {exc}") from None
+        props = []
+        if self.energy_head is not None:
+            props += ["energy", "free_energy"]
+        if self.forces_head is not None:
+            props.append("forces")
+        if self.stress_head is not None:
+            props.append("stress")
+        if not props:
+            raise EnsembleCalculatorError(f"the ensemble's heads {heads.names} give no energy, forces or stress")
+        self.implemented_properties = props
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes) -> None:
+        super().calculate(atoms, properties, system_changes)
+        n = len(self.atoms)
+        pred = self.predictor.predict_graphs([self.predictor.build_graph(self.atoms)])
+        results: dict[str, Any] = {}
+        if self.energy_head is not None:
+            hp = pred.heads[self.energy_head]
+            factor = float(n) if self.energy_per_atom else 1.0
+            results["energy"] = float(hp.mean[0, 0]) * factor
+            results["free_energy"] = results["energy"]
+            results["energy_std"] = float(hp.std[0, 0]) * factor
+            results["energy_members"] = hp.members[:, 0, 0] * factor
+        if self.forces_head is not None:
+            hp = pred.heads[self.forces_head]
+            results["forces"] = hp.mean.copy()
+            results["forces_std"] = hp.std.copy()
+            results["forces_members"] = hp.members.copy()
+        if self.stress_head is not None:
+            hp = pred.heads[self.stress_head]
+            results["stress"] = hp.mean[0] * self.stress_factor
+            results["stress_std"] = hp.std[0] * self.stress_factor
+            results["stress_members"] = hp.members[:, 0, :] * self.stress_factor
+        self.results = results

@@ -1,0 +1,185 @@
+"""Read a campaign directory: which trials exist, which may join an ensemble, and why not.
+
+A trial is an ensemble *candidate* only when all of these hold:
+
+* the journal (``journal.jsonl``, when present) says its last attempt ended ``completed`` or
+  ``timeout`` (``failed``, ``diverged``, ``running``, ``interrupted`` and ``suggested`` trials are
+  never members);
+* ``trials/<id>/result.json`` reads, has status ``completed`` (or ``timeout`` with a checkpoint:
+  the trainer keeps the best epoch reached within the budget) and a finite objective;
+* the checkpoint named in ``result.json`` exists next to it.
+
+Trials are ranked by the campaign's objective key (``objective`` by default; lower is better),
+ties broken by trial id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydragnn_ensemble.result import TrialResult
+
+
+class CampaignReadError(ValueError):
+    """A campaign directory that cannot be read (missing, no trials, unreadable journal)."""
+
+
+@dataclass
+class CampaignTrial:
+    """One trial directory of a campaign and what is known about it."""
+
+    trial_id: int
+    run_dir: Path
+    status: str  # final status, or running / interrupted / suggested / missing
+    objective: float | None
+    params: dict[str, Any] = field(default_factory=dict)
+    result: TrialResult | None = None
+    excluded_because: str | None = None  # None for a candidate
+
+    @property
+    def eligible(self) -> bool:
+        """True when the trial may join an ensemble."""
+        return self.excluded_because is None
+
+    @property
+    def checkpoint_path(self) -> Path:
+        if self.result is None or self.result.checkpoint is None:
+            raise CampaignReadError(f"trial {self.trial_id}: has no checkpoint")
+        return self.run_dir / self.result.checkpoint
+
+    @property
+    def config_path(self) -> Path:
+        return self.run_dir / "config.json"
+
+    def config_dict(self) -> dict[str, Any]:
+        """The trial's own HydraGNN config (``trials/<id>/config.json``)."""
+        try:
+            return json.loads(self.config_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CampaignReadError(f"trial {self.trial_id}: cannot read {self.config_path}: {exc}") from exc
+
+
+@dataclass
+class CampaignInfo:
+    """A campaign directory: its trials (by id), the dataset it trained on, the objective key."""
+
+    root: Path
+    trials: dict[int, CampaignTrial]
+    dataset: Path | None
+    objective_key: str
+    base_config: dict[str, Any] | None
+
+    def ranked(self) -> list[CampaignTrial]:
+        """Eligible trials, best objective first (ties: lower trial id)."""
+        good = [t for t in self.trials.values() if t.eligible]
+        return sorted(good, key=lambda t: (t.objective, t.trial_id))
+
+    def excluded(self) -> list[CampaignTrial]:
+        """Trials that can never be members, by trial id."""
+        return [t for _, t in sorted(self.trials.items()) if not t.eligible]
+
+
+def _journal_state(root: Path):
+    from hpo.journal import CampaignState, read_events
+
+    journal = root / "journal.jsonl"
+    if not journal.exists():
+        return None
+    try:
+        return CampaignState.replay(read_events(journal))
+    except ValueError as exc:
+        raise CampaignReadError(f"{journal}: cannot replay the journal: {exc}") from exc
+
+
+def _frozen_campaign(root: Path) -> dict[str, Any]:
+    path = root / "campaign.yaml"
+    if not path.exists():
+        return {}
+    from hpo.campaign import load_frozen_dict
+
+    try:
+        return load_frozen_dict(root)
+    except ValueError as exc:
+        raise CampaignReadError(str(exc)) from exc
+
+
+def _trial_ids(root: Path, state) -> list[int]:
+    ids: set[int] = set(state.trials) if state is not None else set()
+    trials_dir = root / "trials"
+    if trials_dir.is_dir():
+        ids.update(int(p.name) for p in trials_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(ids)
+
+
+MEMBER_STATUSES: tuple[str, ...] = ("completed", "timeout")
+
+
+def _objective(result: TrialResult, key: str) -> float | None:
+    """The campaign objective of a completed (or timed-out) trial's result."""
+    from hpo.objective import objective_value
+
+    d = result.to_dict()
+    if d["status"] in MEMBER_STATUSES:
+        d["status"] = "completed"  # objective_value only reads completed results
+    return objective_value(d, key)
+
+
+def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
+    """Read every trial of ``campaign_dir`` and decide which are ensemble candidates."""
+    root = Path(campaign_dir)
+    if not root.is_dir():
+        raise CampaignReadError(f"{root}: campaign directory does not exist")
+    state = _journal_state(root)
+    frozen = _frozen_campaign(root)
+    if not frozen and state is not None and state.campaign:
+        frozen = dict(state.campaign)
+    objective_key = str(frozen.get("objective", "objective"))
+    dataset = Path(frozen["dataset"]) if frozen.get("dataset") else None
+    base_path = root / "base_config.json"
+    base_config = json.loads(base_path.read_text()) if base_path.exists() else None
+    trials: dict[int, CampaignTrial] = {}
+    for trial_id in _trial_ids(root, state):
+        record = state.trials.get(trial_id) if state is not None else None
+        run_dir = root / "trials" / str(trial_id)
+        trial = CampaignTrial(trial_id, run_dir, status="missing", objective=None,
+                              params=dict(record.params) if record is not None else {})
+        journal_status = record.status if record is not None else None
+        result_path = run_dir / "result.json"
+        if result_path.exists():
+            try:
+                trial.result = TrialResult.read(result_path)
+            except ValueError as exc:
+                trial.excluded_because = str(exc)
+        trial.status = journal_status or (trial.result.status if trial.result else "missing")
+        if trial.excluded_because is None:
+            trial.excluded_because = _exclusion(trial, journal_status, objective_key)
+        if trial.excluded_because is None:
+            trial.objective = _objective(trial.result, objective_key)
+        trials[trial_id] = trial
+    if not trials:
+        raise CampaignReadError(f"{root}: no trials (neither trials/<id>/ directories nor a journal)")
+    return CampaignInfo(root, trials, dataset, objective_key, base_config)
+
+
+def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str) -> str | None:
+    """Why ``trial`` cannot be a member, or None."""
+    if journal_status is not None and journal_status not in MEMBER_STATUSES:
+        return f"journal status {journal_status}"
+    result = trial.result
+    if result is None:
+        return "no result.json (unfinished)"
+    if result.status not in MEMBER_STATUSES:
+        return f"status {result.status}" + (f": {result.failure_reason}" if result.failure_reason else "")
+    if result.checkpoint is None:
+        return f"status {result.status} without a checkpoint"
+    if not (trial.run_dir / result.checkpoint).is_file():
+        return f"checkpoint {result.checkpoint} is missing"
+    objective = _objective(result, objective_key)
+    if objective is None or not math.isfinite(objective):
+        return f"no finite {objective_key}"
+    return None

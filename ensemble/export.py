@@ -1,0 +1,151 @@
+"""Export the top-K configurations of a campaign (``hydragnn-ensemble export``).
+
+For each of the K best completed trials the exported config is the campaign's base config with
+the trial's searched values in place (``hpo.space.apply_params``); it must agree with the trial's
+own ``trials/<id>/config.json`` (a disagreement is an error naming the trial and the keys).
+
+Formats (``OUT_DIR`` always gets ``members.csv``, one row per trial: rank, trial id, objective,
+searched values ``p:<key>``, per-head validation/test metrics ``m:<head>:<metric>``):
+
+* ``hydragnn``: ``trial_<id>.json``, a HydraGNN JSON config that ``hydragnn_ensemble.config.
+  load_config`` (and HydraGNN) reads;
+* ``json`` / ``yaml``: ``top_k.json`` / ``top_k.yaml``: a list of {rank, trial_id, objective,
+  params, metrics, config};
+* ``csv``: the table only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
+from ensemble.selection import select_topk
+
+FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv")
+TABLE_NAME = "members.csv"
+
+
+class ExportError(ValueError):
+    """The campaign cannot be exported as asked (configs disagree, unknown format)."""
+
+
+@dataclass
+class ExportedTrial:
+    """One exported trial."""
+
+    rank: int
+    trial_id: int
+    objective: float
+    params: dict[str, Any]
+    metrics: dict[str, dict[str, Any]]
+    config: dict[str, Any]
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b), key=str):
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in a or key not in b:
+                out.append(where)
+            else:
+                out.extend(_differences(a[key], b[key], where))
+        return out
+    return [] if a == b else [prefix or "<top level>"]
+
+
+def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
+    """The base config with the trial's values, checked against ``trials/<id>/config.json``."""
+    from hpo.space import apply_params
+
+    own = trial.config_dict() if trial.config_path.exists() else None
+    if info.base_config is None:
+        if own is None:
+            raise ExportError(f"trial {trial.trial_id}: neither base_config.json nor {trial.config_path}")
+        return own
+    config = apply_params(info.base_config, trial.params)
+    if own is not None:
+        diffs = _differences(config, own)
+        if diffs:
+            raise ExportError(
+                f"trial {trial.trial_id}: the base config with the trial's values differs from "
+                f"{trial.config_path} at {', '.join(diffs[:10])}")
+    return config
+
+
+def collect(campaign_dir: str | os.PathLike, top_k: int) -> list[ExportedTrial]:
+    """The ``top_k`` best completed trials with their configs."""
+    info = read_campaign(campaign_dir)
+    chosen = select_topk(info, top_k)
+    out = []
+    for rank, trial_id in enumerate(chosen.trial_ids, start=1):
+        trial = info.trials[trial_id]
+        out.append(ExportedTrial(rank, trial_id, float(trial.objective), dict(trial.params),
+                                 {h: vars(m) for h, m in trial.result.heads.items()},
+                                 trial_config(info, trial)))
+    return out
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _table(trials: list[ExportedTrial]) -> tuple[list[str], list[list[Any]]]:
+    keys = list(dict.fromkeys(k for t in trials for k in t.params))
+    metric_cols = list(dict.fromkeys(
+        (h, m) for t in trials for h, ms in t.metrics.items() for m in ms if m != "unit"))
+    header = ["rank", "trial_id", "objective"] + [f"p:{k}" for k in keys] + \
+        [f"m:{h}:{m}" for h, m in metric_cols]
+    rows = []
+    for t in trials:
+        rows.append([t.rank, t.trial_id, t.objective] + [t.params.get(k, "") for k in keys] +
+                    [t.metrics.get(h, {}).get(m, "") for h, m in metric_cols])
+    return header, rows
+
+
+def write_table(trials: list[ExportedTrial], path: Path) -> Path:
+    """``members.csv`` (atomic write)."""
+    header, rows = _table(trials)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+    os.replace(tmp, path)
+    return path
+
+
+def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
+                 out_dir: str | os.PathLike) -> list[Path]:
+    """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``; returns the files."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    trials = collect(campaign_dir, top_k)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [write_table(trials, out / TABLE_NAME)]
+    records = [{"rank": t.rank, "trial_id": t.trial_id, "objective": t.objective, "params": t.params,
+                "metrics": t.metrics, "config": t.config} for t in trials]
+    if fmt == "hydragnn":
+        for t in trials:
+            path = out / f"trial_{t.trial_id}.json"
+            _write_text(path, json.dumps(t.config, indent=4) + "\n")
+            files.append(path)
+    elif fmt == "json":
+        path = out / "top_k.json"
+        _write_text(path, json.dumps(records, indent=2) + "\n")
+        files.append(path)
+    elif fmt == "yaml":
+        import yaml
+
+        path = out / "top_k.yaml"
+        _write_text(path, yaml.safe_dump(records, sort_keys=False))
+        files.append(path)
+    return files

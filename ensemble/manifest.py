@@ -1,0 +1,135 @@
+"""The ensemble directory's ``manifest.json``: members, weights, checksums, heads, calibration.
+
+An ensemble directory is self-contained and portable::
+
+    ENSEMBLE_DIR/manifest.json
+    ENSEMBLE_DIR/members/trial_<id>.pt     the members' checkpoints, copied from the campaign
+
+Each member entry records its trial id, its HydraGNN config, the checkpoint file name (relative to
+the ensemble directory) and that file's sha256, its weight, its validation/test metrics and its
+normalisation (read from its checkpoint). :func:`read_manifest` checks every checkpoint's presence
+and checksum; a problem raises :class:`EnsembleIntegrityError` naming the member and the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MANIFEST_NAME = "manifest.json"
+MEMBERS_DIR = "members"
+FORMAT = "hydragnn-ensemble-manifest"
+VERSION = 1
+
+
+class EnsembleIntegrityError(ValueError):
+    """An ensemble directory whose manifest or member checkpoints are missing, changed or invalid."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemberEntry(_Model):
+    """One ensemble member."""
+
+    trial_id: int
+    checkpoint: str  # file name relative to the ensemble directory
+    sha256: str
+    weight: float = Field(gt=0.0)
+    objective: float | None = None
+    config: dict[str, Any]
+    params: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, dict[str, Any]] = Field(default_factory=dict)  # result.json "heads"
+    normalisation: dict[str, dict[str, list[float]]] = Field(default_factory=dict)
+    radius: float  # graph radius the member reads (edges longer than this are dropped for it)
+    potential_mode: bool = False
+    predicts_variance: bool = False
+
+
+class SelectionInfo(_Model):
+    """How the members were chosen."""
+
+    method: str
+    top_k: int
+    candidates: list[int] = Field(default_factory=list)
+    history: list[float] = Field(default_factory=list)
+
+
+class Manifest(_Model):
+    """``manifest.json`` (see the module docstring)."""
+
+    format: str = FORMAT
+    version: int = VERSION
+    campaign_dir: str | None = None
+    dataset: str | None = None  # the dataset the members were trained on (as recorded)
+    heads: str  # the head registry JSON the ensemble predicts (union of the members' heads)
+    graph_cutoff: float  # radius at which input graphs are built (the largest member radius)
+    members: list[MemberEntry]
+    selection: SelectionInfo
+    calibration: dict[str, float] = Field(default_factory=dict)  # head -> std scale
+
+    def total_weight(self) -> float:
+        return float(sum(m.weight for m in self.members))
+
+
+def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(ensemble_dir: str | os.PathLike, manifest: Manifest) -> Path:
+    """Write ``manifest.json`` atomically (temporary file, fsync, rename); returns its path."""
+    path = Path(ensemble_dir) / MANIFEST_NAME
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(manifest.model_dump(mode="json"), fh, indent=2, allow_nan=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manifest:
+    """Read and validate ``manifest.json``; with ``verify`` check each member's checkpoint
+    (exists, sha256 matches). Raises :class:`EnsembleIntegrityError` naming what is wrong."""
+    root = Path(ensemble_dir)
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise EnsembleIntegrityError(f"{root}: not an ensemble directory (no {MANIFEST_NAME})")
+    try:
+        manifest = Manifest.model_validate(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, ValidationError) as exc:
+        raise EnsembleIntegrityError(f"{path}: invalid manifest: {exc}") from exc
+    if manifest.format != FORMAT or manifest.version != VERSION:
+        raise EnsembleIntegrityError(
+            f"{path}: format {manifest.format!r} version {manifest.version} is not {FORMAT!r} {VERSION}")
+    if not manifest.members:
+        raise EnsembleIntegrityError(f"{path}: the ensemble has no members")
+    if verify:
+        verify_members(root, manifest)
+    return manifest
+
+
+def verify_members(root: Path, manifest: Manifest) -> None:
+    """Check that every member checkpoint exists and has the recorded sha256."""
+    for member in manifest.members:
+        ckpt = root / member.checkpoint
+        if not ckpt.is_file():
+            raise EnsembleIntegrityError(
+                f"{root}: member trial {member.trial_id} is missing its checkpoint {member.checkpoint}")
+        actual = sha256_of(ckpt)
+        if actual != member.sha256:
+            raise EnsembleIntegrityError(
+                f"{root}: member trial {member.trial_id}: checksum mismatch for {member.checkpoint} "
+                f"(manifest sha256 {member.sha256[:12]}..., file {actual[:12]}...)")

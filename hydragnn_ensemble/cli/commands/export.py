@@ -1,0 +1,38 @@
+"""``hydragnn-ensemble export CAMPAIGN_DIR --top-k K --format {hydragnn,json,yaml,csv} -o DIR``.
+
+Writes the K best completed trials' configurations (the base config with each trial's values,
+checked against the trial's own config.json) and ``members.csv`` (hyperparameters and metrics).
+Exit code 0 on success, 2 for a user error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "export"
+HELP = "export the top-K configurations of a campaign (HydraGNN JSON, json, yaml, csv)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("campaign_dir", type=Path, help="campaign directory")
+    parser.add_argument("-o", "--output", required=True, type=Path, help="output directory")
+    parser.add_argument("--top-k", type=int, default=5, metavar="K", help="number of trials (default 5)")
+    parser.add_argument("--format", choices=("hydragnn", "json", "yaml", "csv"), default="hydragnn",
+                        help="hydragnn: one HydraGNN JSON per trial; json/yaml: one file with all; "
+                             "csv: the table only (always written as members.csv)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hydragnn_ensemble.cli import UserError
+    from ensemble.export import export_top_k
+
+    if args.top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
+    try:
+        files = export_top_k(args.campaign_dir, args.top_k, args.format, args.output)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from exc
+    for path in files:
+        print(path)
+    return 0

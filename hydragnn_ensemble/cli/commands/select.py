@@ -1,0 +1,71 @@
+"""``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method {topk,greedy} -o ENSEMBLE_DIR``.
+
+Builds a self-contained ensemble directory (manifest.json + copied member checkpoints) from the
+completed trials of a campaign; ``--calibrate`` then fits per-head std scales on the validation
+split and reports calibration metrics on the test split (plots in ENSEMBLE_DIR/calibration/).
+Exit code 0 on success, 2 for a user error (no such campaign, too few completed trials, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "select"
+HELP = "pick the top-K trials of a campaign (by objective or greedy) into an ensemble directory"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl, trials/)")
+    parser.add_argument("-o", "--output", required=True, type=Path, help="ensemble directory to write")
+    parser.add_argument("--top-k", type=int, default=5, metavar="K", help="ensemble size / greedy picks (default 5)")
+    parser.add_argument("--method", choices=("topk", "greedy"), default="topk",
+                        help="topk: best K by objective; greedy: Caruana selection on validation predictions")
+    parser.add_argument("--candidates", type=int, default=10, metavar="M",
+                        help="greedy: the best M completed trials are candidates (default 10)")
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="dataset for greedy selection and calibration (default: the campaign's)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="fit per-head std scales on the valset, report test-set calibration")
+    parser.add_argument("--no-plots", action="store_true", help="with --calibrate: no PNG plots")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--force", action="store_true", help="replace an existing ensemble directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from hydragnn_ensemble.cli import UserError
+    from ensemble.build import BuildOptions, build_ensemble
+    from ensemble.calibration import calibrate
+
+    torch.set_num_threads(1)
+    if args.top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.candidates < 1:
+        raise UserError(f"--candidates must be >= 1, got {args.candidates}")
+    options = BuildOptions(top_k=args.top_k, method=args.method, candidates=args.candidates,
+                           dataset=args.dataset, batch_size=args.batch_size, overwrite=args.force,
+                           progress=not args.no_progress)
+    try:
+        manifest = build_ensemble(args.campaign_dir, args.output, options)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from exc
+    print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
+    print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
+    for m in manifest.members:
+        arch = m.config.get("NeuralNetwork", {}).get("Architecture", {})
+        print(f"{m.trial_id:>6} {m.weight:>7.3f} {m.objective:>11.5g}  {arch.get('mpnn_type', '?'):<9}  "
+              f"{arch.get('hidden_dim', '?')}")
+    if args.calibrate:
+        try:
+            report = calibrate(args.output, args.dataset, plots=not args.no_plots,
+                               progress=not args.no_progress)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        print(f"\ncalibration (scales fitted on {report.fit_split}, metrics on {report.eval_split}):")
+        print(report.format_table())
+        if report.plots:
+            print(f"plots in {args.output / 'calibration'}")
+    return 0

@@ -1,0 +1,65 @@
+"""``hydragnn-ensemble train CONFIG.json --data DATASET.bp -o RUN_DIR``: train one trial.
+
+Writes ``RUN_DIR/result.json`` whatever happens (exit code 0 for completed/diverged/timeout,
+1 for failed). For a data-parallel trial every process runs this command with its ``--rank``,
+the same ``--world-size`` and either ``--init-method`` or ``--master-addr``/``--master-port``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+NAME = "train"
+HELP = "train one HydraGNN-style model on a dataset file (one HPO trial)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="HydraGNN JSON config")
+    parser.add_argument("--data", required=True, help="dataset file (.bp) from build-graphs/demo-data")
+    parser.add_argument("-o", "--output", required=True, help="run directory (result.json, checkpoint, log)")
+    parser.add_argument("--time-budget", type=float, default=None, metavar="S",
+                        help="wall-clock budget in seconds (overrides Training.time_budget_s)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    dist = parser.add_argument_group("data-parallel trial (torch.distributed)")
+    dist.add_argument("--rank", type=int, default=0)
+    dist.add_argument("--world-size", type=int, default=1)
+    dist.add_argument("--local-rank", type=int, default=None, help="GPU index on this node")
+    dist.add_argument("--init-method", default=None,
+                      help="torch.distributed init URL (tcp://HOST:PORT or file:///PATH)")
+    dist.add_argument("--master-addr", default=None)
+    dist.add_argument("--master-port", type=int, default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # the budget counts from here: importing torch is part of a trial
+    import torch
+
+    from hydragnn_ensemble.cli import UserError
+    from hydragnn_ensemble.train import DistributedContext, train_trial
+
+    torch.set_num_threads(1)
+    if args.init_method and (args.master_addr or args.master_port):
+        raise UserError("give either --init-method or --master-addr/--master-port, not both")
+    if bool(args.master_addr) != bool(args.master_port):
+        raise UserError("--master-addr and --master-port go together")
+    try:
+        if args.init_method:
+            ctx = DistributedContext(rank=args.rank, world_size=args.world_size,
+                                     init_method=args.init_method, local_rank=args.local_rank)
+        else:
+            ctx = DistributedContext.from_master(args.rank, args.world_size, args.master_addr,
+                                                 args.master_port, local_rank=args.local_rank)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    result = train_trial(args.config, args.data, args.output, time_budget_s=args.time_budget,
+                         device=args.device, progress=not args.no_progress, distributed=ctx,
+                         started_at=started)
+    if ctx.is_main:
+        objective = "none" if result.objective is None else f"{result.objective:.6g}"
+        print(f"{result.status}: objective {objective}, {result.epochs} epoch(s), "
+              f"{result.wall_time_s:.1f} s -> {args.output}")
+        if result.failure_reason:
+            print(f"reason: {result.failure_reason}")
+    return 1 if result.status == "failed" else 0

@@ -1,0 +1,40 @@
+"""HydraGNN JSON configuration: typed models, loading/saving with helpful errors, dotted-key
+access for search spaces, and the translation to a :class:`~hydragnn_ensemble.model.ModelSpec`."""
+
+from hydragnn_ensemble.config.load import (
+    ConfigError,
+    check_unknown_keys,
+    config_from_dict,
+    get_by_dotted_key,
+    load_config,
+    save_config,
+    set_by_dotted_key,
+)
+from hydragnn_ensemble.config.schema import (
+    EXTENSION_KEYS,
+    HYDRAGNN_MPNN_TYPES,
+    HydraConfig,
+)
+from hydragnn_ensemble.config.to_spec import (
+    config_to_model_spec,
+    potential_heads,
+    selected_heads,
+    validate_against_heads,
+)
+
+__all__ = [
+    "EXTENSION_KEYS",
+    "HYDRAGNN_MPNN_TYPES",
+    "ConfigError",
+    "HydraConfig",
+    "check_unknown_keys",
+    "config_from_dict",
+    "config_to_model_spec",
+    "get_by_dotted_key",
+    "load_config",
+    "potential_heads",
+    "save_config",
+    "selected_heads",
+    "set_by_dotted_key",
+    "validate_against_heads",
+]

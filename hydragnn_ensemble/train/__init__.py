@@ -1,0 +1,28 @@
+"""The single-trial trainer: ``train_trial`` (writes result.json, checkpoint, train.log) and
+``load_checkpoint`` (rebuilds a trained model)."""
+
+from hydragnn_ensemble.train.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    LoadedModel,
+    load_checkpoint,
+)
+from hydragnn_ensemble.train.data import DataError, InMemoryGraphs, ShardedBatchSampler
+from hydragnn_ensemble.train.distributed import DistributedContext
+from hydragnn_ensemble.train.normalisation import Normaliser
+from hydragnn_ensemble.train.trainer import RESULT_NAME, Trainer, train_trial
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "RESULT_NAME",
+    "CheckpointError",
+    "DataError",
+    "DistributedContext",
+    "InMemoryGraphs",
+    "LoadedModel",
+    "Normaliser",
+    "ShardedBatchSampler",
+    "Trainer",
+    "load_checkpoint",
+    "train_trial",
+]

@@ -1,0 +1,46 @@
+"""When to stop: early stopping on the validation objective, and the wall-clock budget."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EarlyStopping:
+    """Stop after ``patience`` epochs without a strictly better validation objective."""
+
+    patience: int
+    best: float = math.inf
+    bad_epochs: int = 0
+
+    def step(self, value: float) -> bool:
+        """Record an epoch's objective; True when training should stop."""
+        if value < self.best:
+            self.best = value
+            self.bad_epochs = 0
+            return False
+        self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+@dataclass
+class TimeBudget:
+    """A wall-clock budget started at ``start`` (monotonic seconds); ``None`` = unlimited.
+
+    ``reserve_s`` is kept for the final evaluation of the best model: training stops when less than
+    that remains."""
+
+    budget_s: float | None
+    start: float = field(default_factory=time.monotonic)
+    reserve_s: float = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def expired(self) -> bool:
+        if self.budget_s is None:
+            return False
+        return time.monotonic() - self.start > self.budget_s - self.reserve_s

@@ -1,0 +1,463 @@
+"""The single-trial trainer: the unit the HPO scheduler launches.
+
+``train_trial(config, data, run_dir)`` trains one HydraGNN-style model on one dataset file and
+writes ``RUN_DIR/result.json`` (:class:`~hydragnn_ensemble.result.TrialResult`), the best-epoch
+checkpoint ``RUN_DIR/checkpoint.pt`` and the per-epoch log ``RUN_DIR/train.log``.
+
+Choices (all visible in the config, see :mod:`hydragnn_ensemble.config.schema`):
+
+* optimizer ``Training.Optimizer`` (AdamW by default); learning-rate schedule
+  ``Training.lr_schedule`` = ``plateau`` (default; HydraGNN's ReduceLROnPlateau: factor 0.5,
+  patience 5, min 1e-5, stepped on the validation objective) or ``cosine`` or ``none``;
+* objective = task-weighted validation loss (normalised units) of the best epoch; early stopping
+  on it when ``Training.EarlyStopping`` (``patience`` epochs);
+* a non-finite loss stops the run as ``diverged``; the time budget stops it as ``timeout``; both
+  keep the best epoch so far (checkpoint, objective, test metrics of the best weights);
+* any exception becomes a ``failed`` result with the traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+import traceback
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch_geometric.loader import DataLoader
+
+from hydragnn_ensemble.config import (
+    HydraConfig,
+    config_to_model_spec,
+    load_config,
+    potential_heads,
+    selected_heads,
+    validate_against_heads,
+)
+from hydragnn_ensemble.result import HeadMetrics, TrialResult
+from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
+from hydragnn_ensemble.train.checkpoint import CHECKPOINT_NAME, save_checkpoint
+from hydragnn_ensemble.train.data import (
+    FieldSelection,
+    GraphSource,
+    PreparedData,
+    ShardedBatchSampler,
+    StridedBatchSampler,
+    open_source,
+    prepare_data,
+)
+from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
+from hydragnn_ensemble.train.log import TrialLog
+from hydragnn_ensemble.train.losses import MultiHeadLoss
+
+RESULT_NAME = "result.json"
+DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
+
+
+def resolve_device(device: str | torch.device, ctx: DistributedContext) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; CUDA picks the GPU of ``ctx.local_rank``."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device 'cuda' requested but CUDA is not available")
+        local = ctx.local_rank if ctx.local_rank is not None else ctx.rank % torch.cuda.device_count()
+        return torch.device("cuda", local)
+    if device != "cpu":
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    return torch.device("cpu")
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak GPU memory on CUDA, else the process's max RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+@dataclass
+class EpochStats:
+    """One finished epoch."""
+
+    epoch: int
+    train_loss: float
+    val_objective: float
+    lr: float
+    train_time_s: float
+    epoch_time_s: float
+    graphs: int
+
+
+@dataclass
+class _Best:
+    epoch: int | None = None
+    objective: float = math.inf
+    state: dict[str, torch.Tensor] | None = None
+    val_errors: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def make_loader(dataset, batch_sampler, device: torch.device) -> DataLoader:
+    """A PyG loader in this process (no workers: one thread per process), pinned on CUDA."""
+    return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=0,
+                      pin_memory=device.type == "cuda")
+
+
+class Trainer:
+    """Trains one config on prepared data. Use :func:`train_trial` unless you need the parts."""
+
+    def __init__(self, config: HydraConfig, data: PreparedData, run_dir: Path, *,
+                 dataset_heads, device: torch.device, pg: ProcessGroup, log: TrialLog,
+                 budget: TimeBudget, progress: bool = True) -> None:
+        from hydragnn_ensemble.model import build_model
+
+        self.config, self.data, self.run_dir = config, data, run_dir
+        self.device, self.pg, self.log, self.budget = device, pg, log, budget
+        self.ctx = pg.ctx
+        self.progress = progress and self.ctx.is_main
+        self.dataset_heads = dataset_heads
+        tr = config.training
+        radius = data.metadata.get("cutoff")  # the graph builders' radius-graph cutoff, if recorded
+        self.spec = config_to_model_spec(
+            config, dataset_heads, data.node_feature_dim, data.edge_dim, data.degree_histogram,
+            use_atomic_numbers=data.has_atomic_numbers,
+            radius=float(radius) if isinstance(radius, (int, float)) else None)
+        torch.manual_seed(tr.seed)
+        self.model: nn.Module = build_model(self.spec).to(device)
+        if self.spec.energy_head is not None:
+            s = data.normaliser[self.spec.energy_head]
+            self.model.set_energy_normalisation(float(s.mean[0]), float(s.std[0]))
+        pg.broadcast_parameters(self.model)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = self._make_optimizer()
+        self.scheduler = self._make_scheduler()
+        self.loss = MultiHeadLoss(self.spec.heads, data.normaliser, list(config.architecture.task_weights),
+                                  tr.loss_function_type, tuple(getattr(self.model, "physical_heads", ())),
+                                  device)
+        self.train_sampler = ShardedBatchSampler(data.num_graphs("trainset"), tr.batch_size,
+                                                 self.ctx.rank, self.ctx.world_size, True, tr.seed)
+        self.train_loader = make_loader(data.splits["trainset"], self.train_sampler, device)
+        self.eval_loaders = {
+            split: make_loader(data.splits[split],
+                               StridedBatchSampler(data.num_graphs(split), tr.batch_size,
+                                                   self.ctx.rank, self.ctx.world_size), device)
+            for split in ("valset", "testset")
+        }
+        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
+                         if tr.mixed_precision and device.type == "cuda" else nullcontext())
+        self.history: list[EpochStats] = []
+
+    # construction helpers ----------------------------------------------------------------------
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        o = self.config.training.Optimizer
+        if o.type == "AdamW":
+            return torch.optim.AdamW(self.params, lr=o.learning_rate, weight_decay=o.weight_decay)
+        if o.type == "Adam":
+            return torch.optim.Adam(self.params, lr=o.learning_rate, weight_decay=o.weight_decay)
+        if o.type == "SGD":
+            return torch.optim.SGD(self.params, lr=o.learning_rate, momentum=0.9,
+                                   weight_decay=o.weight_decay)
+        return torch.optim.RMSprop(self.params, lr=o.learning_rate, weight_decay=o.weight_decay)
+
+    def _make_scheduler(self):
+        tr = self.config.training
+        if tr.lr_schedule == "plateau":
+            return torch.optim.lr_scheduler.ReduceLROnPlateau(
+                self.optimizer, mode="min", factor=0.5, patience=5,
+                min_lr=min(1e-5, tr.Optimizer.learning_rate))
+        if tr.lr_schedule == "cosine":
+            return torch.optim.lr_scheduler.CosineAnnealingLR(
+                self.optimizer, T_max=tr.num_epoch, eta_min=tr.Optimizer.learning_rate * 0.01)
+        return None
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.params)
+
+    # one pass over the training split ----------------------------------------------------------
+    def train_epoch(self, epoch: int) -> tuple[float, bool, bool, int]:
+        """Returns (mean batch loss, diverged, out of time, graphs seen)."""
+        self.model.train()
+        self.train_sampler.set_epoch(epoch)
+        device, loss_fn, dist_on = self.device, self.loss, self.ctx.is_distributed
+        running = torch.zeros((), dtype=torch.float64, device=device)
+        n_batches = graphs = 0
+        diverged = out_of_time = False
+        loader = self.train_loader
+        if self.progress:
+            from tqdm import tqdm
+
+            loader = tqdm(loader, desc=f"epoch {epoch}", leave=False, unit="batch")
+        for batch in loader:
+            batch = batch.to(device, non_blocking=True)
+            counts = loss_fn.local_counts(batch)
+            graphs += batch.num_graphs
+            if dist_on:
+                # global element counts per head (a device tensor: no host sync here) ...
+                counts = self.pg.all_reduce_sum(torch.tensor(counts, dtype=torch.float32, device=device))
+                # ... and every few batches a joint decision to stop (time, non-finite loss)
+                if n_batches % DIVERGENCE_CHECK_EVERY == 0:
+                    flags = torch.stack([torch.tensor(float(self.budget.expired()), dtype=torch.float64,
+                                                      device=device),
+                                         (~torch.isfinite(running)).to(torch.float64)])
+                    out_of_time, diverged = (v > 0 for v in self.pg.all_reduce_sum(flags).tolist())
+                    if out_of_time or diverged:
+                        break
+            with self.autocast:
+                out = self.model(batch)
+            loss = loss_fn.train_loss(out, batch, counts)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.pg.sum_gradients(self.params)
+            self.optimizer.step()
+            running += loss.detach()
+            n_batches += 1
+            if not dist_on:
+                if n_batches % DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(running)):
+                    diverged = True
+                    break
+                if self.budget.expired():
+                    out_of_time = True
+                    break
+        total = self.pg.all_reduce_sum(running.reshape(1).clone())
+        mean = float(total[0]) / max(n_batches, 1)
+        if not math.isfinite(mean):
+            diverged = True
+        return mean, diverged, out_of_time, graphs
+
+    # evaluation ---------------------------------------------------------------------------------
+    def evaluate(self, split: str) -> torch.Tensor:
+        """All-reduced error accumulator of ``split`` (see :class:`MultiHeadLoss`)."""
+        self.model.eval()
+        acc = self.loss.new_accumulator(self.device)
+        grad = torch.enable_grad() if self.spec.energy_head is not None else torch.no_grad()
+        with grad:
+            for batch in self.eval_loaders[split]:
+                batch = batch.to(self.device, non_blocking=True)
+                with self.autocast:
+                    out = self.model(batch)
+                self.loss.accumulate(acc, out, batch)
+        return self.pg.all_reduce_sum(acc)
+
+    def _save(self, best: _Best) -> None:
+        if not self.ctx.is_main:
+            return
+        info: dict[str, Any] = {
+            "node_feature_dim": self.data.node_feature_dim,
+            "edge_dim": self.data.edge_dim,
+            "has_atomic_numbers": self.data.has_atomic_numbers,
+            "degree_histogram": self.data.degree_histogram,
+            "radius": self.spec.radius,
+            "x_columns": list(self.config.variables.input_node_features),
+            "x_stats": self.data.x_stats.to_dict(),
+        }
+        save_checkpoint(self.run_dir / CHECKPOINT_NAME, model=self.model, config=self.config,
+                        spec=self.spec, dataset_heads=self.dataset_heads,
+                        normaliser=self.data.normaliser, data_info=info, epoch=best.epoch,
+                        objective=best.objective, state_dict=best.state)
+
+    # the loop -----------------------------------------------------------------------------------
+    def fit(self) -> TrialResult:
+        tr = self.config.training
+        stopper = EarlyStopping(tr.patience) if tr.EarlyStopping else None
+        best = _Best()
+        status = "completed"
+        reason = None
+        n_val, n_test = self.data.num_graphs("valset"), self.data.num_graphs("testset")
+        epochs_done = 0
+        self.log.write(f"model {self.spec.mpnn_type}: {self.num_parameters} parameters; heads "
+                       f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
+                       f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
+        for epoch in range(tr.num_epoch):
+            t0 = time.monotonic()
+            train_loss, diverged, out_of_time, graphs = self.train_epoch(epoch)
+            t_train = time.monotonic() - t0
+            if diverged:
+                status, reason = "diverged", f"non-finite training loss in epoch {epoch}"
+                self.log.write(f"epoch {epoch}: {reason}; stopping")
+                break
+            if out_of_time:
+                status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"
+                self.log.write(f"epoch {epoch}: {reason}; stopping")
+                break
+            t1 = time.monotonic()
+            acc = self.evaluate("valset")
+            t_val = time.monotonic() - t1
+            # keep enough time to evaluate the test split with the best weights at the end
+            self.budget.reserve_s = t_val * (1.0 + n_test / max(n_val, 1)) + 1.0
+            objective = self.loss.objective(acc)
+            epochs_done = epoch + 1
+            lr = self.optimizer.param_groups[0]["lr"]
+            if not math.isfinite(objective):
+                status, reason = "diverged", f"non-finite validation loss in epoch {epoch}"
+                self.log.write(f"epoch {epoch}: {reason}; stopping")
+                break
+            improved = objective < best.objective
+            if improved:
+                best.epoch, best.objective = epoch, objective
+                best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                best.val_errors = self.loss.head_errors(acc)
+                self._save(best)
+            stats = EpochStats(epoch, train_loss, objective, lr, t_train, time.monotonic() - t0, graphs)
+            self.history.append(stats)
+            self.log.write(
+                f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
+                f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s "
+                f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
+            if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                self.scheduler.step(objective)
+            elif self.scheduler is not None:
+                self.scheduler.step()
+            if stopper is not None and stopper.step(objective):
+                self.log.write(f"early stopping after epoch {epoch}: no improvement in {tr.patience} epochs")
+                break
+            if self.budget.expired() and epoch + 1 < tr.num_epoch:
+                status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached after epoch {epoch}"
+                self.log.write(reason)
+                break
+        return self._finish(best, status, reason, epochs_done)
+
+    def _finish(self, best: _Best, status: str, reason: str | None, epochs: int) -> TrialResult:
+        heads: dict[str, HeadMetrics] = {}
+        if best.state is not None:
+            self.model.load_state_dict(best.state)
+            test = self.loss.head_errors(self.evaluate("testset"))
+            for h in self.spec.heads:
+                vm, vr = best.val_errors[h.name]
+                tm, trm = test[h.name]
+                heads[h.name] = HeadMetrics(val_mae=vm, val_rmse=vr, test_mae=tm, test_rmse=trm, unit=h.unit)
+            self.log.write("best epoch {}: objective {:.6g}; ".format(best.epoch, best.objective) + "; ".join(
+                f"{n} val MAE {m.val_mae:.4g} test MAE {m.test_mae:.4g} {m.unit}".rstrip() for n, m in heads.items()))
+        else:
+            heads = {h.name: HeadMetrics(unit=h.unit) for h in self.spec.heads}
+        mem = self.pg.all_reduce_max(torch.tensor([peak_memory_mb(self.device)], dtype=torch.float64,
+                                                  device=self.device))
+        return TrialResult(
+            status=status,
+            objective=best.objective if best.state is not None else None,
+            heads=heads,
+            num_parameters=self.num_parameters,
+            epochs=epochs,
+            best_epoch=best.epoch,
+            peak_memory_mb=float(mem[0]),
+            slots=self.ctx.world_size,
+            device=self.device.type,
+            failure_reason=reason if status in ("diverged", "timeout") else None,
+            checkpoint=CHECKPOINT_NAME if best.state is not None else None,
+        )
+
+
+def fields_for(config: HydraConfig, heads) -> FieldSelection:
+    """The graph fields the config's model and loss read."""
+    from hydragnn_ensemble.model.layers import layer_class
+
+    from hydragnn_ensemble.config.to_spec import builder_layer_name
+
+    geometry = config.potential_mode or layer_class(builder_layer_name(config.architecture.mpnn_type)).needs_geometry
+    return FieldSelection(
+        target_keys=tuple(h.key for h in heads),
+        x_columns=tuple(config.variables.input_node_features),
+        edge_attr=bool(config.architecture.edge_features),
+        geometry=geometry,
+    )
+
+
+def prepare_trial_data(config: HydraConfig, source: GraphSource, where: str) -> tuple[PreparedData, Any]:
+    """Check the config against the dataset and prepare the splits. Returns (data, dataset heads)."""
+    from hydragnn_ensemble.config import ConfigError
+    from hydragnn_ensemble.config.to_spec import builder_layer_name
+    from hydragnn_ensemble.model import MPNN_TYPES
+
+    dataset_heads = source.heads
+    validate_against_heads(config, dataset_heads, source=where)
+    if builder_layer_name(config.architecture.mpnn_type) is None:
+        raise ConfigError(where, [f"NeuralNetwork.Architecture.mpnn_type: {config.architecture.mpnn_type!r} "
+                                  f"is not built by this package; available: {', '.join(MPNN_TYPES)}"])
+    heads = selected_heads(config, dataset_heads)
+    potential_heads(config, heads)  # fails early if potential mode has no energy head
+    tr = config.training
+    prepared = prepare_data(
+        source, heads, fields_for(config, heads), where=where,
+        skip_nan_targets=tr.skip_nan_targets, preload=tr.preload,
+        degree_histogram=config.architecture.mpnn_type in ("PNA", "PNAPlus", "PNAEq")
+        and config.architecture.pna_deg is None,
+    )
+    return prepared, dataset_heads
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n"))
+    return f"{type(exc).__name__}: {text}"[:2000]
+
+
+def train_trial(
+    config: HydraConfig | str | os.PathLike,
+    data: str | os.PathLike | GraphSource,
+    run_dir: str | os.PathLike,
+    *,
+    time_budget_s: float | None = None,
+    device: str | torch.device = "auto",
+    progress: bool = True,
+    distributed: DistributedContext | None = None,
+    raise_errors: bool = False,
+    started_at: float | None = None,
+) -> TrialResult:
+    """Train one trial and write ``RUN_DIR/result.json`` (see the module docstring).
+
+    ``data`` is a dataset file (``.bp``) or any :class:`GraphSource`. ``time_budget_s`` overrides
+    ``Training.time_budget_s``. ``distributed`` says this process's rank in a data-parallel trial
+    (default: one process). Exceptions become a ``failed`` result (with traceback) unless
+    ``raise_errors``. ``started_at`` (``time.monotonic()``) is when the time budget started, if
+    earlier than this call (the CLI passes its own start, so that start-up counts).
+    """
+    budget = TimeBudget(None) if started_at is None else TimeBudget(None, start=started_at)
+    ctx = distributed or DistributedContext()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = TrialLog(run_dir, enabled=ctx.is_main)
+    dev = torch.device("cpu")
+    try:
+        if not isinstance(config, HydraConfig):
+            config = load_config(config)
+        budget.budget_s = time_budget_s if time_budget_s is not None else config.training.time_budget_s
+        dev = resolve_device(device, ctx)
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        where = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
+        with ProcessGroup(ctx, dev) as pg:
+            source = open_source(data)
+            owned = source is not data
+            try:
+                prepared, dataset_heads = prepare_trial_data(config, source, where)
+                if owned and config.training.preload:
+                    source.close()  # everything is in memory now
+                    owned = False
+                for split, idx in prepared.skipped.items():
+                    log.write(f"skipped {len(idx)} {split} sample(s) with NaN/inf targets: {idx[:20]}")
+                trainer = Trainer(config, prepared, run_dir, dataset_heads=dataset_heads, device=dev,
+                                  pg=pg, log=log, budget=budget, progress=progress)
+                result = trainer.fit()
+            finally:
+                if owned:
+                    source.close()
+    except Exception as exc:  # every failure must end as a result.json, never a silent crash
+        if raise_errors:
+            raise
+        tb = traceback.format_exc()
+        log.write(f"failed: {_one_line(exc)}\n{tb}")
+        result = TrialResult(status="failed", failure_reason=_one_line(exc), traceback=tb,
+                             slots=ctx.world_size, device=dev.type,
+                             peak_memory_mb=peak_memory_mb(dev))
+    result.wall_time_s = budget.elapsed
+    if ctx.is_main:
+        result.log_tail = result.log_tail or (log.tail_text() if result.status == "failed" else None)
+        result.write(run_dir / RESULT_NAME)
+    return result

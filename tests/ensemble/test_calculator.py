@@ -1,0 +1,95 @@
+"""The ASE calculator: potential-mode ensembles in BFGS and MD with forces = -dE/dpos; direct heads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ase import units
+from ase.build import bulk
+from ase.md.verlet import VelocityVerlet
+from ase.optimize import BFGS
+
+from ensemble import EnsembleCalculator, EnsemblePredictor
+
+
+def _alloy():
+    atoms = bulk("Cu", "fcc", a=3.62, cubic=True).repeat((2, 2, 2))
+    atoms.symbols[[0, 3, 5, 9]] = "Ni"
+    atoms.symbols[[12, 20]] = "Pd"
+    atoms.rattle(0.05, seed=1)
+    return atoms
+
+
+def test_potential_mode_energy_forces_stress_and_uncertainty(potential_ensemble):
+    calc = EnsembleCalculator(potential_ensemble)
+    assert calc.implemented_properties == ["energy", "free_energy", "forces", "stress"]
+    atoms = _alloy()
+    atoms.calc = calc
+    energy = atoms.get_potential_energy()
+    members = calc.results["energy_members"]
+    assert members.shape == (3,)
+    assert energy == pytest.approx(members.mean(), rel=1e-9)  # equal weights: plain mean of members
+    assert calc.results["energy_std"] == pytest.approx(members.std(), rel=1e-6)
+    # per-atom energy head x number of atoms
+    pred = EnsemblePredictor(potential_ensemble).predict_atoms([atoms])
+    assert energy == pytest.approx(pred.heads["formation_energy"].mean[0, 0] * len(atoms), rel=1e-9)
+    forces = atoms.get_forces()
+    assert forces.shape == (32, 3) and calc.results["forces_std"].shape == (32, 3)
+    assert atoms.get_stress().shape == (6,) and calc.results["stress_std"].shape == (6,)
+    # forces are -dE/dpos of the ensemble energy: central differences on the largest components
+    h = 1e-2
+    for flat in np.argsort(-np.abs(forces).ravel())[:3]:
+        i, c = divmod(int(flat), 3)
+        probe = atoms.copy()
+        probe.calc = calc
+        probe.positions[i, c] += h
+        e_plus = probe.get_potential_energy()
+        probe.positions[i, c] -= 2 * h
+        e_minus = probe.get_potential_energy()
+        assert -(e_plus - e_minus) / (2 * h) == pytest.approx(forces[i, c], rel=0.05, abs=2e-5)
+
+
+def test_bfgs_lowers_the_energy(potential_ensemble):
+    atoms = _alloy()
+    atoms.calc = EnsembleCalculator(potential_ensemble)
+    e0 = atoms.get_potential_energy()
+    fmax0 = np.abs(atoms.get_forces()).max()
+    opt = BFGS(atoms, logfile=None)
+    opt.run(fmax=1e-6, steps=4)
+    assert opt.nsteps == 4
+    assert atoms.get_potential_energy() < e0
+    assert np.abs(atoms.get_forces()).max() < fmax0
+
+
+def test_velocity_verlet_conserves_energy(potential_ensemble):
+    atoms = _alloy()
+    atoms.calc = EnsembleCalculator(potential_ensemble)
+    rng = np.random.default_rng(0)
+    atoms.set_momenta(rng.normal(scale=np.sqrt(300 * units.kB * atoms.get_masses())[:, None], size=(32, 3)))
+    dyn = VelocityVerlet(atoms, timestep=1.0 * units.fs)
+    record = []
+    dyn.attach(lambda: record.append((atoms.get_potential_energy(), atoms.get_kinetic_energy(),
+                                      atoms.calc.results["energy_std"])), interval=1)
+    dyn.run(10)
+    record = np.array(record)
+    assert len(record) == 11
+    kinetic_change = np.ptp(record[:, 1])
+    total = record[:, 0] + record[:, 1]
+    assert kinetic_change > 0  # the atoms moved and exchanged energy
+    assert np.ptp(total) < 0.05 * kinetic_change  # consistent forces: the total is conserved
+    assert np.all(record[:, 2] > 0)
+
+
+def test_direct_heads_calculator(direct_ensemble):
+    from ase.units import GPa
+
+    calc = EnsembleCalculator(direct_ensemble)
+    assert calc.implemented_properties == ["energy", "free_energy", "forces", "stress"]
+    assert (calc.energy_head, calc.energy_per_atom, calc.stress_factor) == ("formation_energy", True, GPa)
+    atoms = _alloy()
+    atoms.calc = calc
+    pred = EnsemblePredictor(direct_ensemble).predict_atoms([atoms])
+    assert atoms.get_potential_energy() == pytest.approx(32 * pred.heads["formation_energy"].mean[0, 0])
+    np.testing.assert_allclose(atoms.get_forces(), pred.heads["forces"].mean)
+    np.testing.assert_allclose(atoms.get_stress(), pred.heads["stress"].mean[0] * GPa)
+    np.testing.assert_allclose(calc.results["stress_std"], pred.heads["stress"].std[0] * GPa)

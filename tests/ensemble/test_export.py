@@ -1,0 +1,66 @@
+"""Export of the top-K configurations."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+import yaml
+
+from ensemble import ExportError, export_top_k, read_campaign
+from hydragnn_ensemble.config import get_by_dotted_key, load_config
+
+
+def test_hydragnn_configs_load_and_hold_the_trial_values(direct_campaign, tmp_path):
+    files = export_top_k(direct_campaign.root, 3, "hydragnn", tmp_path / "out")
+    ranked = read_campaign(direct_campaign.root).ranked()[:3]
+    assert [f.name for f in files] == ["members.csv"] + [f"trial_{t.trial_id}.json" for t in ranked]
+    for trial in ranked:
+        config = load_config(tmp_path / "out" / f"trial_{trial.trial_id}.json")
+        for key, value in trial.params.items():
+            assert get_by_dotted_key(config, key) == value
+        assert json.loads((tmp_path / "out" / f"trial_{trial.trial_id}.json").read_text()) == \
+            json.loads((trial.run_dir / "config.json").read_text())
+    rows = list(csv.DictReader((tmp_path / "out" / "members.csv").open()))
+    assert [int(r["trial_id"]) for r in rows] == [t.trial_id for t in ranked]
+    assert [float(r["objective"]) for r in rows] == [t.objective for t in ranked]
+    assert rows[0]["p:NeuralNetwork.Architecture.mpnn_type"] == ranked[0].params["NeuralNetwork.Architecture.mpnn_type"]
+    assert float(rows[0]["m:forces:val_mae"]) == ranked[0].result.heads["forces"].val_mae
+
+
+def test_json_yaml_csv_formats(direct_campaign, tmp_path):
+    ranked = [t.trial_id for t in read_campaign(direct_campaign.root).ranked()[:2]]
+    export_top_k(direct_campaign.root, 2, "json", tmp_path / "j")
+    export_top_k(direct_campaign.root, 2, "yaml", tmp_path / "y")
+    files = export_top_k(direct_campaign.root, 2, "csv", tmp_path / "c")
+    as_json = json.loads((tmp_path / "j" / "top_k.json").read_text())
+    as_yaml = yaml.safe_load((tmp_path / "y" / "top_k.yaml").read_text())
+    assert [r["trial_id"] for r in as_json] == [r["trial_id"] for r in as_yaml] == ranked
+    assert as_json[0]["config"] == as_yaml[0]["config"]
+    assert [f.name for f in files] == ["members.csv"]
+    with pytest.raises(ExportError, match="unknown format 'xml'"):
+        export_top_k(direct_campaign.root, 2, "xml", tmp_path / "x")
+
+
+def test_disagreeing_trial_config_is_an_error(direct_campaign, tmp_path):
+    copy = tmp_path / "camp"
+    shutil.copytree(direct_campaign.root, copy)
+    best = read_campaign(copy).ranked()[0].trial_id
+    path = copy / "trials" / str(best) / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["NeuralNetwork"]["Training"]["num_epoch"] = 99
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ExportError, match=rf"trial {best}: .* differs from .* at NeuralNetwork.Training.num_epoch"):
+        export_top_k(copy, 1, "hydragnn", tmp_path / "o")
+
+
+def test_export_cli(direct_campaign, tmp_path, capsys):
+    from hydragnn_ensemble.cli import main
+
+    assert main(["export", str(direct_campaign.root), "--top-k", "2", "--format", "hydragnn",
+                 "-o", str(tmp_path / "o")]) == 0
+    assert len(list((tmp_path / "o").glob("trial_*.json"))) == 2
+    assert main(["export", str(direct_campaign.root), "--top-k", "7", "-o", str(tmp_path / "p")]) == 2
+    assert "only 5 completed trial(s)" in capsys.readouterr().err

@@ -1,0 +1,154 @@
+"""The ensemble predictor: mean/std against a hand computation, graphs built once, radius masks,
+portability, and the predict CLI with good and bad inputs."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import ase.io
+import numpy as np
+import torch
+from ase import Atoms
+from ase.build import bulk
+from torch_geometric.data import Batch
+
+from ensemble import EnsemblePredictor, read_manifest, read_split, write_manifest
+from graph_builders.atomic import atoms_to_graph
+from hydragnn_ensemble.train import load_checkpoint
+
+
+def _alloys() -> list[Atoms]:
+    out = []
+    for k, (a, sub, idx) in enumerate([(3.6, "Ni", [0, 5]), (3.7, "Pd", [1, 2, 9]), (3.8, "Au", [3]),
+                                       (3.65, "Ni", [4, 6, 7, 8])]):
+        atoms = bulk("Cu", "fcc", a=a, cubic=True).repeat((2, 2, 2))
+        atoms.symbols[idx] = sub
+        atoms.rattle(0.03, seed=k)
+        out.append(atoms)
+    return out
+
+
+def _own_predictions(campaign_root, trial_id, graphs):
+    """One member on its own: checkpoint from the campaign, one graph at a time."""
+    loaded = load_checkpoint(campaign_root / "trials" / str(trial_id) / "checkpoint.pt")
+    outs = [loaded.predict(Batch.from_data_list([g])) for g in graphs]
+    return {k: np.concatenate([o[k].double().numpy() for o in outs]) for k in outs[0]}
+
+
+def test_mean_and_std_equal_a_hand_computation(direct_campaign, direct_ensemble):
+    predictor = EnsemblePredictor(direct_ensemble, batch_size=5)
+    graphs = read_split(direct_campaign.dataset, "testset")
+    pred = predictor.predict_graphs(graphs)
+    ids = [m.trial_id for m in read_manifest(direct_ensemble).members]
+    own = [_own_predictions(direct_campaign.root, i, graphs) for i in ids]
+    assert 4 in ids  # the GaussianNLL member: the only one with a variance
+    for head in ("formation_energy", "stress", "forces"):
+        stack = np.stack([o[head] for o in own])
+        mean = stack.mean(0)
+        epistemic = np.sqrt(((stack - mean) ** 2).mean(0))
+        aleatoric = np.sqrt(own[ids.index(4)][head + "__var"])
+        hp = pred.heads[head]
+        scale = np.abs(mean).max()
+        np.testing.assert_allclose(hp.mean, mean, atol=1e-5 * scale)
+        np.testing.assert_allclose(hp.epistemic_std, epistemic, atol=1e-5 * scale)
+        np.testing.assert_allclose(hp.aleatoric_std, aleatoric, rtol=1e-4)
+        np.testing.assert_allclose(hp.std, np.sqrt(epistemic ** 2 + aleatoric ** 2), rtol=1e-4, atol=1e-5 * scale)
+        assert hp.member_ids == ids
+    n_nodes = sum(g.num_nodes for g in graphs)
+    assert pred.heads["forces"].mean.shape == (n_nodes, 3)
+    assert pred.heads["stress"].mean.shape == (len(graphs), 6)
+
+
+def test_each_graph_is_built_once_for_all_members(direct_ensemble):
+    calls = []
+
+    def counting_builder(atoms, **kwargs):
+        calls.append(kwargs["cutoff"])
+        return atoms_to_graph(atoms, **kwargs)
+
+    predictor = EnsemblePredictor(direct_ensemble, graph_builder=counting_builder)
+    structures = _alloys()
+    pred = predictor.predict_atoms(structures)
+    assert predictor.num_members == 3
+    assert calls == [5.0] * len(structures)  # not 3 x 4
+    direct = EnsemblePredictor(direct_ensemble).predict_graphs([atoms_to_graph(a, cutoff=5.0) for a in structures])
+    np.testing.assert_allclose(pred.heads["formation_energy"].mean, direct.heads["formation_energy"].mean)
+
+
+def test_member_with_smaller_radius_sees_only_its_edges(direct_campaign, direct_ensemble, tmp_path):
+    copy = tmp_path / "ens"
+    shutil.copytree(direct_ensemble, copy)
+    manifest = read_manifest(copy)
+    manifest.members[0].radius = 4.0  # the graphs are still built at 5.0 (the largest radius)
+    write_manifest(copy, manifest)
+    predictor = EnsemblePredictor(copy)
+    assert predictor.cutoff == 5.0
+    structures = _alloys()
+    pred = predictor.predict_atoms(structures)
+    first = manifest.members[0].trial_id
+    own = _own_predictions(direct_campaign.root, first, [atoms_to_graph(a, cutoff=4.0) for a in structures])
+    masked_diff = np.abs(pred.heads["formation_energy"].members[0] - own["formation_energy"]).max()
+    full = _own_predictions(direct_campaign.root, first, [atoms_to_graph(a, cutoff=5.0) for a in structures])
+    full_diff = np.abs(pred.heads["formation_energy"].members[0] - full["formation_energy"]).max()
+    assert masked_diff < 1e-6 and full_diff > 10 * masked_diff, (masked_diff, full_diff)  # the mask matters
+
+
+def test_ensemble_directory_is_portable(direct_campaign, direct_ensemble, tmp_path):
+    moved = tmp_path / "elsewhere" / "ens"
+    shutil.copytree(direct_ensemble, moved)
+    graphs = read_split(direct_campaign.dataset, "valset")
+    a = EnsemblePredictor(direct_ensemble).predict_graphs(graphs)
+    b = EnsemblePredictor(moved).predict_graphs(graphs)
+    np.testing.assert_array_equal(a.heads["forces"].mean, b.heads["forces"].mean)
+
+
+def test_predict_cli_good_and_bad_inputs(direct_ensemble, direct_campaign, tmp_path, capsys):
+    from hydragnn_ensemble.cli import main
+
+    structures = _alloys()
+    ase.io.write(tmp_path / "good.extxyz", structures[:3])
+    ase.io.write(tmp_path / "one.cif", structures[3])
+    (tmp_path / "broken.xyz").write_text("3\nbroken\nCu 0 0\n")
+    ase.io.write(tmp_path / "isolated.xyz", Atoms("Cu2", positions=[[0, 0, 0], [20, 0, 0]]))
+    out, forces = tmp_path / "pred.csv", tmp_path / "forces.extxyz"
+    rc = main(["predict", str(direct_ensemble), str(tmp_path / "good.extxyz"), str(tmp_path / "broken.xyz"),
+               str(tmp_path / "isolated.xyz"), str(tmp_path / "one.cif"), str(tmp_path / "nope.cif"),
+               "-o", str(out), "--forces-out", str(forces), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"bad input: {tmp_path / 'broken.xyz'}: cannot read as 'extxyz'" in err
+    assert f"bad input: {tmp_path / 'isolated.xyz'}[0]: Cu2: 2 atom(s) have no neighbour" in err
+    assert f"bad input: {tmp_path / 'nope.cif'}: no such file" in err
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["source"], r["index"]) for r in rows] == [
+        (str(tmp_path / "good.extxyz"), "0"), (str(tmp_path / "good.extxyz"), "1"),
+        (str(tmp_path / "good.extxyz"), "2"), (str(tmp_path / "one.cif"), "0")]
+    assert [r["formula"] for r in rows] == [a.get_chemical_formula(mode="metal") for a in structures]
+    assert all(r["num_atoms"] == "32" for r in rows)
+    expected = EnsemblePredictor(direct_ensemble).predict_atoms(structures)
+    got = np.array([float(r["formation_energy_mean"]) for r in rows])
+    np.testing.assert_allclose(got, expected.heads["formation_energy"].mean[:, 0], rtol=1e-5)
+    got_std = np.array([float(r["stress_5_std"]) for r in rows])
+    np.testing.assert_allclose(got_std, expected.heads["stress"].std[:, 5], rtol=1e-5)
+    frames = ase.io.read(forces, ":")
+    assert len(frames) == 4
+    np.testing.assert_allclose(frames[1].arrays["forces_mean"], expected.heads["forces"].mean[32:64], atol=1e-6)
+    np.testing.assert_allclose(frames[1].arrays["forces_std"], expected.heads["forces"].std[32:64], atol=1e-6)
+    # only bad inputs: nothing predicted, exit code 2
+    rc = main(["predict", str(direct_ensemble), str(tmp_path / "broken.xyz"), "-o", str(tmp_path / "x.csv")])
+    assert rc == 2 and not (tmp_path / "x.csv").exists()
+
+
+def test_predict_cli_on_a_dataset_file(direct_ensemble, direct_campaign, tmp_path):
+    from graph_builders.store import GraphStore
+    from hydragnn_ensemble.cli import main
+
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(direct_ensemble), str(direct_campaign.dataset), "-o", str(out), "--no-progress"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    with GraphStore(direct_campaign.dataset) as store:
+        total = sum(store.num_graphs(s) for s in store.split_names)
+        first = store.get("trainset", 0)
+    assert len(rows) == total
+    assert (rows[0]["index"], rows[0]["name"]) == ("trainset:0", first.name)
