@@ -242,10 +242,10 @@ def test_campaign_with_the_real_trainer(tmp_path: Path) -> None:
 
 
 def test_background_journal_writes_batches_in_order(tmp_path: Path) -> None:
-    from hpo.journal import read_journal
-    from scheduler.runtime.journal_writer import BackgroundJournal, GroupCommitJournal
+    from hpo.journal import Journal, read_journal
+    from scheduler.runtime.journal_writer import BackgroundJournal
 
-    writer = BackgroundJournal(GroupCommitJournal(tmp_path / "journal.jsonl"))
+    writer = BackgroundJournal(Journal(tmp_path / "journal.jsonl"))
     batches = [[{"event": "trial_suggested", "trial_id": i, "params": {"a": i}, "attempt": 0}]
                for i in range(5)]
     batches.append([{"event": "campaign_finished", "reason": "done", "time": 7.0}])
