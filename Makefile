@@ -18,7 +18,7 @@ demo: venv
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/demo.sh $(DEMO_DIR)
 
 test: venv
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider tests
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider -n 2 --timeout 900 tests
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

@@ -2,7 +2,10 @@
 
 ``objective`` (the default) is the task-weighted validation loss the trainer reports;
 ``heads.<head>.val_mae`` / ``heads.<head>.val_rmse`` pick one head's validation error instead.
-Only a completed trial has an objective for the optimizer: anything else is a failure.
+A completed trial, and a trial stopped by its time budget (``timeout``: the trainer keeps its best
+epoch so far), have an objective for the optimizer; anything else (failed, diverged, killed) is a
+failure. Telling timeouts their objective lets the optimizer learn what a configuration reaches
+within the campaign's time limit.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import math
 import re
 from typing import Any, Mapping
 
-__all__ = ["OBJECTIVE_PATTERN", "check_objective_key", "objective_value"]
+__all__ = ["OBJECTIVE_PATTERN", "STATUSES_WITH_OBJECTIVE", "check_objective_key", "objective_value"]
 
+STATUSES_WITH_OBJECTIVE = ("completed", "timeout")
 OBJECTIVE_PATTERN = re.compile(r"^(objective|heads\.[^.\s]+\.(val_mae|val_rmse))$")
 
 
@@ -27,9 +31,9 @@ def check_objective_key(key: str) -> str:
 
 
 def objective_value(result: Mapping[str, Any] | None, key: str = "objective") -> float | None:
-    """The number to minimise from a result.json dict, or None (failed: not completed, missing,
-    or not finite)."""
-    if not result or result.get("status") != "completed":
+    """The number to minimise from a result.json dict, or None (a failure: not completed or
+    timed out, missing, or not finite)."""
+    if not result or result.get("status") not in STATUSES_WITH_OBJECTIVE:
         return None
     if key == "objective":
         value = result.get("objective")

@@ -66,7 +66,8 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
-        """True for a completed trial with a finite objective: the only kind that may join an ensemble."""
+        """True for a completed trial with an objective (a ``timeout`` trial also has one, from its
+        best epoch within the budget, and may join an ensemble when it saved a checkpoint)."""
         return self.status == "completed" and self.objective is not None
 
     def to_dict(self) -> dict:

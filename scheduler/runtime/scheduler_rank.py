@@ -376,7 +376,7 @@ class SchedulerRank:
         self._to_tell.append((spec, objective))  # told after this turn's journal flush
         self.finished += 1
         self.statuses[result.status] += 1
-        if result.status != "completed":
+        if objective is None:  # as hpo.journal counts failures: finished without an objective
             self.failed += 1
             self.failure_reasons.append((result.failure_reason or result.status, result.log_tail or ""))
         if objective is not None and (self.best is None or objective < self.best):
