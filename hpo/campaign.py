@@ -100,7 +100,7 @@ class CampaignConfig(_Strict):
     failure_threshold: float = Field(0.5, gt=0, le=1)
     min_trials_for_threshold: int = Field(8, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "first-fit"
+    placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "load-aware"
     pool_factor: float = Field(2.0, ge=1)
     trial_program: str = "hydragnn_ensemble"
 

@@ -31,8 +31,20 @@ class NewAlloy:
     novelty: str  # "in range", "more components", "unseen pair"
 
 
-def training_scope(dataset: Path) -> tuple[tuple[str, ...], int, set[frozenset[str]]]:
-    """Elements, the largest number of components, and the element pairs of the training split."""
+@dataclass
+class TrainingScope:
+    """What the members were trained on: elements, most components, element pairs, distortions."""
+
+    elements: tuple[str, ...]
+    most_components: int
+    pairs: set[frozenset[str]]
+    strain: float
+    rattle: float
+
+
+def training_scope(dataset: Path) -> TrainingScope:
+    """Elements, the largest number of components and the element pairs of the training split, and
+    the strain/rattle the structures were generated with (so that "in range" really is)."""
     from ase.data import chemical_symbols
 
     from graph_builders.store import GraphStore
@@ -45,14 +57,17 @@ def training_scope(dataset: Path) -> tuple[tuple[str, ...], int, set[frozenset[s
             present = sorted({chemical_symbols[int(v)] for v in store.get("trainset", i).z.tolist()})
             most = max(most, len(present))
             pairs.update(frozenset(p) for p in itertools.combinations(present, 2))
-    return elements, most, pairs
+        strain = float(store.metadata.get("strain", 0.03))
+        rattle = float(store.metadata.get("rattle", 0.05))
+    return TrainingScope(elements, most, pairs, strain, rattle)
 
 
-def make_new_alloys(elements: tuple[str, ...], most: int, seen_pairs: set[frozenset[str]],
-                    seed: int = 7, per_kind: int = 2, size: int = 32) -> list[NewAlloy]:
-    """In-range alloys (2..most components), alloys with more components, unseen-pair binaries."""
+def make_new_alloys(scope: TrainingScope, seed: int = 7, per_kind: int = 2, size: int = 32) -> list[NewAlloy]:
+    """In-range alloys (2..most components), alloys with more components, unseen-pair binaries,
+    distorted like the training structures."""
     from graph_builders.datasets.alloy import composition_name, emt_reference, random_alloy
 
+    elements, most, seen_pairs = scope.elements, scope.most_components, scope.pairs
     rng = np.random.default_rng(seed)
     out: list[NewAlloy] = []
     kinds: list[tuple[tuple[str, ...], str]] = []
@@ -66,7 +81,7 @@ def make_new_alloys(elements: tuple[str, ...], most: int, seen_pairs: set[frozen
     kinds += [(p, "unseen pair") for p in unseen[:per_kind]]
     for chosen, novelty in kinds:
         refs = {s: emt_reference(s) for s in chosen}
-        atoms = random_alloy(rng, refs, len(chosen), size, strain=0.01, rattle=0.02)
+        atoms = random_alloy(rng, refs, len(chosen), size, strain=scope.strain, rattle=scope.rattle)
         out.append(NewAlloy(atoms, composition_name(atoms.get_chemical_symbols()), len(chosen), novelty))
     return out
 
@@ -94,12 +109,12 @@ def main(argv: list[str] | None = None) -> int:
 
     predictor = EnsemblePredictor(args.ensemble_dir)
     dataset = args.dataset or Path(predictor.manifest.dataset)
-    elements, most, pairs = training_scope(dataset)
-    alloys = make_new_alloys(elements, most, pairs, seed=args.seed)
+    scope = training_scope(dataset)
+    alloys = make_new_alloys(scope, seed=args.seed)
     pred = predictor.predict_atoms([a.atoms for a in alloys]).heads["formation_energy"]
     calibrated = "calibrated" if predictor.scales else "uncalibrated"
-    print(f"ensemble of {predictor.num_members} members; training alloys have <= {most} components "
-          f"of {','.join(elements)}; std is {calibrated}")
+    print(f"ensemble of {predictor.num_members} members; training alloys have <= {scope.most_components} "
+          f"components of {','.join(scope.elements)}; std is {calibrated}")
     print(f"{'alloy':<26}{'n':>3}  {'novelty':<16}{'E_f pred (eV/atom)':>22}{'E_f EMT':>10}{'|err|/std':>10}")
     for k, alloy in enumerate(alloys):
         mean, std = float(pred.mean[k, 0]), float(pred.std[k, 0])

@@ -32,6 +32,9 @@ class TrialRequest:
     node's worth of slots is a multi-node trial and always gets whole nodes.
     ``predicted_seconds``: predicted wall time at that size (used for reservations and backfill).
     ``predicted_work``: predicted slot-seconds (``slots * predicted_seconds`` unless stated).
+    ``alternatives``: optional larger sizes the trial may run at instead (moldable), as
+    ``(slots, predicted_seconds)`` in ascending slots; a policy may start it at one of them
+    (``len(Decision.slots)`` is then the trial's size). Empty: the trial is rigid.
     """
 
     trial_id: int
@@ -39,6 +42,7 @@ class TrialRequest:
     predicted_seconds: float = 1.0
     submit_time: float = 0.0
     memory_per_slot_gb: float = 0.0
+    alternatives: tuple[tuple[int, float], ...] = ()
 
     @property
     def predicted_work(self) -> float:
@@ -93,8 +97,11 @@ def pick_slots(pool: ResourcePool, n: int, taken: set[int]) -> tuple[int, ...] |
     ``n <= slots_per_node``: all slots on one node, preferring the fullest node that still fits
     (packs sub-node trials into partly used nodes). ``n > slots_per_node``: ``n / slots_per_node``
     whole free nodes, lowest ids first (kept close together). ``taken`` holds slots already handed
-    out in the current ``schedule`` call. Returns ``None`` if it does not fit now.
+    out in the current ``schedule`` call (policies that plan inside :meth:`ResourcePool.tentative`
+    pass none and get the pool's O(log nodes) choice). Returns ``None`` if it does not fit now.
     """
+    if not taken:
+        return pool.pick(n)  # bucketed, O(log nodes)
     spn = pool.slots_per_node
     if n <= spn:
         best: tuple[int, list[int]] | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.placement.base import Decision, PlacementPolicy, pick_slots
+from scheduler.placement.base import Decision, PlacementPolicy
 from scheduler.resources import ResourcePool
 
 
@@ -13,16 +13,16 @@ class FirstFitPolicy(PlacementPolicy):
 
     def schedule(self, pool: ResourcePool, now: float) -> list[Decision]:
         decisions: list[Decision] = []
-        taken: set[int] = set()
-        for req in self.pending:
-            if pool.free_slots - len(taken) <= 0:
-                break
-            if req.slots > pool.free_slots - len(taken):
-                continue
-            slots = pick_slots(pool, req.slots, taken)
-            if slots is None:
-                continue
-            taken.update(slots)
-            decisions.append(Decision(req.trial_id, slots))
-            del self._pending[req.trial_id]
+        with pool.tentative():
+            for req in self.pending:
+                if pool.free_slots <= 0:
+                    break
+                if req.slots > pool.free_slots or not pool.can_fit(req.slots):
+                    continue
+                slots = pool.pick(req.slots)
+                if slots is None:
+                    continue
+                pool.allocate(req.trial_id, slots)
+                decisions.append(Decision(req.trial_id, slots))
+                del self._pending[req.trial_id]
         return decisions

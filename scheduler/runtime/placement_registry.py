@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Callable
 
 from scheduler.placement.base import PlacementPolicy
-from scheduler.placement.first_fit import FirstFitPolicy
+from scheduler.placement.registry import DEFAULT_POLICY, POLICY_FACTORIES
 
-POLICIES: dict[str, Callable[[], PlacementPolicy]] = {
-    "first-fit": FirstFitPolicy,
-}
+# "load-aware" (default), "fifo", "fifo-skip", "fixed-block" (1-node blocks), "first-fit"
+POLICIES: dict[str, Callable[[], PlacementPolicy]] = dict(POLICY_FACTORIES)
 
 
 class UnknownPolicyError(ValueError):
@@ -24,7 +23,7 @@ def register_policy(name: str, factory: Callable[[], PlacementPolicy]) -> None:
     POLICIES[name] = factory
 
 
-def make_policy(name: str) -> PlacementPolicy:
+def make_policy(name: str = DEFAULT_POLICY) -> PlacementPolicy:
     """A fresh policy for ``placement: <name>``."""
     try:
         return POLICIES[name]()

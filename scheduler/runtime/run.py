@@ -39,7 +39,8 @@ from scheduler.runtime.layout import build_layout
 from scheduler.runtime.placement_registry import make_policy
 from scheduler.runtime.progress import ProgressLine
 from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
-from scheduler.runtime.sizing import SmallestSizeSizer, usable_sizes
+from scheduler.runtime.sizing import usable_sizes
+from scheduler.sizing import runtime_sizer
 
 
 class CampaignSetupError(ValueError):
@@ -113,7 +114,11 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         except ValueError as exc:
             raise CampaignSetupError(f"{campaign_path}: {exc}") from None
         policy = make_policy(cfg.placement)
-        sizer = SmallestSizeSizer(sizes, cfg.trial_time_limit_s)
+        base = json.loads(cdir.base_config.read_text())
+        # the cost model sizes each trial (memory first, then a target duration) and learns from
+        # finished ones (SchedulerRank calls sizer.observe)
+        sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
+                              lambda params: apply_params(base, params), device=cfg.resources.device)
         optimizer = make_optimizer(cfg.optimizer.name, cfg.space, cfg.seed + 1000 * _run_index(events),
                                    cfg.optimizer.options)
         for params, objective in state.history():
@@ -132,7 +137,6 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         def write_results() -> None:
             write_results_csv(CampaignState.replay(all_events), cdir.results_csv)
 
-        base = json.loads(cdir.base_config.read_text())
         append([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
                  "ranks": comm.Get_size(), "slots": layout.usable_slots}])
         journal.sync()

@@ -45,7 +45,7 @@ from scheduler.runtime.messages import (
     StartTrial,
 )
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
-from scheduler.runtime.sizing import SmallestSizeSizer
+from scheduler.runtime.sizing import TrialSizer
 from scheduler.runtime.trial_process import OOM_REASON, kill_margin_s, merge_parts
 
 POLL_SLEEP_S = 0.001  # rank 0 sleeps this long when a loop turn found nothing to do
@@ -137,7 +137,7 @@ class SchedulerRank:
         cdir: CampaignDir,
         layout: ClusterLayout,
         policy: PlacementPolicy,
-        sizer: SmallestSizeSizer,
+        sizer: TrialSizer,
         pool,  # hpo.pool.CandidatePool
         journal_append: Callable[[list[dict]], None],
         write_results: Callable[[], None],

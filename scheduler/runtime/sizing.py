@@ -1,8 +1,9 @@
 """How many slots a candidate trial gets and how long it is expected to take.
 
-Until the cost model exists this is the smallest allowed size that fits the cluster, with the mean
-wall time of the trials finished so far as the prediction (the time limit before the first one ends).
-A cost model replaces :class:`SmallestSizeSizer` behind the same two methods."""
+:class:`TrialSizer` is what the scheduler rank calls. The campaign runtime uses
+:func:`scheduler.sizing.runtime_sizer` (the cost model: memory first, then a target duration; it
+learns from finished trials); :class:`SmallestSizeSizer` is the simplest implementation (the smallest
+allowed size, the mean wall time of finished trials as the prediction)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ class TrialSizer(Protocol):
 
     def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
         """Learn from a finished trial."""
+
+    def larger_than(self, slots: int) -> int | None:
+        """The next usable size above ``slots`` (out-of-memory retry), or None."""
 
 
 def usable_sizes(allowed: list[int], slots_per_node: int, slots_on_nodes: list[int]) -> list[int]:

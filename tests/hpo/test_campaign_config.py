@@ -20,7 +20,7 @@ def test_valid_campaign_defaults_and_paths(campaign_files, tmp_path):
     assert (config.max_trials, config.retries, config.seed, config.failure_threshold) == (12, 0, 3, 0.5)
     assert config.min_trials_for_threshold == 8 and config.retry_oom_on_more_slots is True
     assert config.resources.slots_per_trial == [1] and config.resources.device == "cpu"
-    assert config.placement == "first-fit" and config.pool_factor == 2.0
+    assert config.placement == "load-aware" and config.pool_factor == 2.0
     assert config.trial_program == "hydragnn_ensemble"
     assert config.space.keys == list(SPACE)
     assert config.search_space["NeuralNetwork.Architecture.num_conv_layers"]["step"] == 1

@@ -1,0 +1,66 @@
+"""``hydragnn-ensemble simulate``: a campaign on a simulated cluster (real pool, policy, cost model)."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "simulate"
+HELP = "simulate an HPO campaign's placement on a large cluster (discrete events, virtual clock)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=8192)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--trials", type=int, default=800)
+    parser.add_argument("--policy", default="load-aware",
+                        choices=["load-aware", "fixed-block", "fifo", "fifo-skip", "first-fit"])
+    parser.add_argument("--block-nodes", type=int, default=256, help="block of the fixed-block policy")
+    parser.add_argument("--estimate-error", type=float, default=0.5,
+                        help="sigma of the lognormal scatter of true run times around the predictions")
+    parser.add_argument("--target-duration", type=float, default=1800.0, help="sizing target (s)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replay", help="results.csv of a real campaign (m:wall_time_s, m:slots)")
+    parser.add_argument("--ask-latency-ms", type=float, default=0.0, help="optimizer ask latency per batch")
+    parser.add_argument("--failure-rate", type=float, default=0.0)
+    parser.add_argument("--bad-nodes", type=int, default=0, help="nodes failing every trial (drained)")
+    parser.add_argument("--max-pending", type=int, default=None)
+    parser.add_argument("-o", "--output", default="sim.json")
+    parser.add_argument("--plot", action="store_true", help="also write <output>_util.png and _gantt.png")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hydragnn_ensemble.cli import UserError
+    from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
+        replay_workload, simulate
+
+    if args.nodes < 1 or args.gpus_per_node < 1 or args.trials < 1:
+        raise UserError("--nodes, --gpus-per-node and --trials must be >= 1")
+    if args.estimate_error < 0 or not 0 <= args.failure_rate <= 1:
+        raise UserError("--estimate-error must be >= 0 and --failure-rate within [0, 1]")
+    try:
+        if args.replay:
+            trials = replay_workload(args.replay, args.gpus_per_node, args.estimate_error, args.seed)
+        else:
+            trials = generate_workload(args.trials, args.nodes, args.gpus_per_node, args.estimate_error,
+                                       args.seed, target_seconds=args.target_duration)
+        config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy,
+                           block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
+                           failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
+                           max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error)
+        result = simulate(trials, config, progress=not args.no_progress)
+    except (WorkloadError, SimulationError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    out = Path(args.output)
+    result.write_json(out)
+    s = result.summary
+    print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan/LB {s['makespan_over_lb']:.3f}, "
+          f"decision p99 {s['decision_latency_ms']['p99']:.3f} ms -> {out}")
+    if args.plot:
+        from scheduler.simulator.plots import plot_gantt, plot_utilisation
+
+        plot_utilisation(result, out.with_name(out.stem + "_util.png"))
+        plot_gantt(result, out.with_name(out.stem + "_gantt.png"))
+    return 0

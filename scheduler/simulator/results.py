@@ -1,0 +1,119 @@
+"""What a simulation measured, and ``sim.json``.
+
+sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
+
+- ``policy``, ``nodes``, ``gpus_per_node``, ``slots``, ``trials``, ``seed``, ``estimate_error``: the run;
+- ``utilisation`` (U): work the completed trials needed at their sized width / (slots x makespan);
+  ``occupied_utilisation``: slot-time held by completed attempts / (slots x makespan) (higher when
+  the moldable tail ran trials wider, at a parallel-efficiency cost); ``moldable_work_inflation``:
+  their ratio;
+- ``makespan_s``; ``lower_bound_s`` = max(sized work / slots, longest completed attempt);
+  ``makespan_over_lb``; ``useful_slot_s``; ``longest_trial_s``;
+- ``decision_latency_ms`` {p50, p99, max, calls}: wall clock of every ``schedule()`` call;
+  ``decision_cpu_ms`` {p50, p99, max}: CPU time of the same calls;
+- ``wait_s`` {mean, max}: submission to first start;
+- ``failed_slot_s``, ``failed_attempts``; ``drained_nodes``: nodes :class:`NodeHealth` took out;
+- ``cost_model_error`` {count, median_abs_log, p90_abs_log}: the cost model's own error on the
+  finished trials; ``sub_node_fraction``; ``max_pending``; ``sim_wall_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SIM_JSON_KEYS = (
+    "policy", "nodes", "gpus_per_node", "slots", "trials", "seed", "estimate_error", "utilisation",
+    "occupied_utilisation", "moldable_work_inflation", "makespan_s", "lower_bound_s", "makespan_over_lb", "useful_slot_s", "longest_trial_s",
+    "decision_latency_ms", "decision_cpu_ms", "wait_s", "failed_slot_s", "failed_attempts", "drained_nodes",
+    "cost_model_error", "sub_node_fraction", "max_pending", "sim_wall_s",
+)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One attempt of a trial: requested size, slots held, times, outcome."""
+
+    trial_id: int
+    attempt: int
+    slots: int  # requested (useful) slots
+    held: tuple[int, ...]  # slots it occupied (a fixed block may be larger)
+    submit: float
+    start: float
+    end: float
+    ok: bool
+
+
+@dataclass
+class SimResult:
+    """Figures of one simulated campaign (``to_dict`` is sim.json) plus its attempts for plots."""
+
+    summary: dict[str, Any]
+    records: list[TrialRecord] = field(repr=False, default_factory=list)
+    total_slots: int = 0
+    slots_per_node: int = 8
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.summary)
+
+    def write_json(self, path: str | Path) -> None:
+        """Write sim.json atomically (temp file + rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False))
+        os.replace(tmp, path)
+
+
+def _q(values: list[float], q: float) -> float | None:
+    return float(np.quantile(values, q)) if values else None
+
+
+def summarise(trials, records: list[TrialRecord], latencies: list[float], cpu_times: list[float], config, policy_name: str,
+              pool, health, model, max_pending: int, wall_s: float) -> SimResult:
+    """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
+    slots = pool.total_slots
+    done = [r for r in records if r.ok]
+    failed = [r for r in records if not r.ok]
+    makespan = max((r.end for r in records), default=0.0)
+    useful = float(sum(r.slots * (r.end - r.start) for r in done))
+    longest = max((r.end - r.start for r in done), default=0.0)
+    # the work the completed trials needed at the width the sizer chose (a trial started wider in the
+    # tail pays a parallel-efficiency loss that is occupied but not counted as useful here)
+    by_id = {t.trial_id: t for t in trials}
+    completed = {r.trial_id for r in done}
+    sized_work = float(sum(by_id[tid].true_work for tid in completed))
+    lb = max(sized_work / slots, longest)
+    first_start: dict[int, float] = {}
+    for r in records:
+        first_start.setdefault(r.trial_id, r.start)
+    waits = [first_start[r.trial_id] - r.submit for r in records if r.attempt == 1]
+    lat_ms = [1000.0 * x for x in latencies]
+    cpu_ms = [1000.0 * x for x in cpu_times]
+    err = model.prediction_error()
+    summary = {
+        "policy": policy_name, "nodes": pool.num_nodes, "gpus_per_node": pool.slots_per_node,
+        "slots": slots, "trials": len(trials), "seed": config.seed, "estimate_error": config.estimate_error,
+        "utilisation": min(useful, sized_work) / (slots * makespan) if makespan > 0 else 0.0,
+        "occupied_utilisation": useful / (slots * makespan) if makespan > 0 else 0.0,
+        "moldable_work_inflation": useful / sized_work if sized_work > 0 else None,
+        "makespan_s": makespan, "lower_bound_s": lb,
+        "makespan_over_lb": makespan / lb if lb > 0 else None,
+        "useful_slot_s": useful, "longest_trial_s": longest,
+        "decision_latency_ms": {"p50": _q(lat_ms, 0.5), "p99": _q(lat_ms, 0.99),
+                                "max": max(lat_ms, default=None), "calls": len(lat_ms)},
+        "decision_cpu_ms": {"p50": _q(cpu_ms, 0.5), "p99": _q(cpu_ms, 0.99), "max": max(cpu_ms, default=None)},
+        "wait_s": {"mean": float(np.mean(waits)) if waits else None, "max": max(waits, default=None)},
+        "failed_slot_s": float(sum(len(r.held) * (r.end - r.start) for r in failed)),
+        "failed_attempts": len(failed),
+        "drained_nodes": [asdict(d) for d in health.reports],
+        "cost_model_error": {"count": err.count, "median_abs_log": err.median, "p90_abs_log": err.p90},
+        "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
+        "max_pending": max_pending, "sim_wall_s": wall_s,
+    }
+    assert tuple(summary) == SIM_JSON_KEYS
+    return SimResult(summary, records, slots, pool.slots_per_node)

@@ -1,0 +1,166 @@
+"""Moldable trial sizes: how many slots each trial gets.
+
+Rule (:meth:`Sizer.choose`): among the allowed sizes (1, 2, 4, 8 slots of one node; whole nodes
+beyond), keep those where the predicted memory per slot fits the device; among them take the size
+whose predicted duration (work / (n e(n)), :class:`scheduler.cost_model.ParallelEfficiency`) is
+closest to the target duration in log ratio (ties: the smaller size). If no size fits the memory the
+largest one is chosen and flagged.
+
+:class:`CostModelSizer` adapts this to the MPI runtime's sizer protocol
+(``size(params) -> (slots, seconds)``, ``observe(...)``, ``larger_than(slots)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from scheduler.cost_model import CostModel, CostModelError, DatasetStats, TrialFeatures
+
+DEFAULT_STATS = DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0)  # unreadable dataset
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """The size picked for a trial and what the cost model expects there."""
+
+    slots: int
+    predicted_seconds: float
+    predicted_work: float  # slot-seconds at that size (slots x predicted_seconds)
+    memory_per_slot_gb: float
+    fits_memory: bool
+    alternatives: tuple[tuple[int, float], ...] = ()  # larger sizes that fit memory: (slots, seconds)
+
+
+def default_sizes(slots_per_node: int, max_nodes: int) -> list[int]:
+    """1, 2, 4, ... up to one node, then whole nodes in powers of two up to ``max_nodes``."""
+    sizes, s = [], 1
+    while s < slots_per_node:
+        sizes.append(s)
+        s *= 2
+    nodes = 1
+    while nodes <= max_nodes:
+        sizes.append(nodes * slots_per_node)
+        nodes *= 2
+    return sizes
+
+
+class Sizer:
+    """Chooses a trial's slot count from the cost model's predictions."""
+
+    def __init__(self, cost_model: CostModel, sizes: Sequence[int], target_seconds: float,
+                 memory_per_slot_gb: float = 64.0) -> None:
+        if not sizes or any(s < 1 for s in sizes):
+            raise ValueError(f"allowed sizes must be positive, got {list(sizes)}")
+        if target_seconds <= 0:
+            raise ValueError(f"target duration must be positive, got {target_seconds}")
+        self.cost_model = cost_model
+        self.sizes = sorted(set(sizes))
+        self.target_seconds = target_seconds
+        self.memory_per_slot_gb = memory_per_slot_gb
+
+    def choose(self, features: TrialFeatures) -> SizeChoice:
+        """Memory first, then the predicted duration closest to the target."""
+        work = self.cost_model.predict_work(features)
+        eff = self.cost_model.efficiency
+        options = []
+        for s in self.sizes:
+            mem = self.cost_model.memory_per_slot_gb(features, s)
+            seconds = work / (s * eff(s))
+            options.append((s, seconds, mem, mem <= self.memory_per_slot_gb))
+        fitting = [o for o in options if o[3]]
+        if fitting:
+            s, seconds, mem, ok = min(fitting, key=lambda o: (abs(math.log(o[1] / self.target_seconds)), o[0]))
+        else:
+            s, seconds, mem, ok = options[-1]
+        wider = tuple((o[0], o[1]) for o in fitting if o[0] > s)
+        return SizeChoice(s, seconds, s * seconds, mem, ok, wider)
+
+    def larger_than(self, slots: int) -> int | None:
+        """The next allowed size above ``slots`` (for retrying an out-of-memory trial), or None."""
+        return next((s for s in self.sizes if s > slots), None)
+
+
+class CostModelSizer:
+    """The runtime's sizer: turns a candidate's params into a full HydraGNN config
+    (``config_of``), sizes it with :class:`Sizer` and teaches the cost model finished trials.
+
+    A config the cost model cannot read (no ``NeuralNetwork`` section, unknown ``mpnn_type``) gets the
+    smallest size and the running mean wall time of finished trials as its prediction.
+    """
+
+    def __init__(self, sizer: Sizer, config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+                 fallback_seconds: float) -> None:
+        self.sizer = sizer
+        self.config_of = config_of
+        self.fallback_seconds = fallback_seconds
+        self.notice: str | None = None  # e.g. why default dataset statistics are used
+        self._sum = 0.0
+        self._n = 0
+
+    @property
+    def sizes(self) -> list[int]:
+        return self.sizer.sizes
+
+    @property
+    def cost_model(self) -> CostModel:
+        return self.sizer.cost_model
+
+    def _features(self, params: Mapping[str, Any]) -> TrialFeatures | None:
+        try:
+            return TrialFeatures.from_config(self.config_of(params))
+        except CostModelError:
+            return None
+
+    def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
+        """(slots, predicted seconds) for a candidate."""
+        features = self._features(params)
+        if features is None:
+            mean = self._sum / self._n if self._n else self.fallback_seconds
+            return self.sizer.sizes[0], mean
+        choice = self.sizer.choose(features)
+        return choice.slots, choice.predicted_seconds
+
+    def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
+        """Learn from a finished trial (only successful ones with a positive wall time)."""
+        if not ok or wall_time_s <= 0:
+            return
+        self._sum += wall_time_s
+        self._n += 1
+        features = self._features(params)
+        if features is not None:
+            self.sizer.cost_model.update(features, slots, wall_time_s)
+
+    def larger_than(self, slots: int) -> int | None:
+        return self.sizer.larger_than(slots)
+
+
+def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,
+                  config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]], device: str = "cpu",
+                  memory_per_slot_gb: float | None = None) -> CostModelSizer:
+    """The sizer the MPI runtime uses: a cost model on the campaign's dataset statistics (defaults
+    when the dataset cannot be read as a graph store), target duration a quarter of the trial time
+    limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
+    node)."""
+    import os
+
+    from scheduler.cost_model import DatasetStats, ParallelEfficiency
+
+    notice = None
+    try:
+        stats = DatasetStats.from_store(dataset)
+    except (OSError, ValueError, RuntimeError, KeyError, ImportError) as exc:
+        stats = DEFAULT_STATS  # the trainer reports an unreadable dataset; sizing goes on
+        notice = f"cost model: dataset statistics of {dataset} not readable ({exc}); using {stats}"
+    if memory_per_slot_gb is None:
+        if device == "gpu":
+            memory_per_slot_gb = 64.0
+        else:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+            memory_per_slot_gb = total / max(1, slots_per_node)
+    model = CostModel(stats, efficiency=ParallelEfficiency(slots_per_node=slots_per_node))
+    sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb)
+    result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s)
+    result.notice = notice
+    return result
