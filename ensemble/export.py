@@ -46,21 +46,9 @@ class ExportedTrial:
     config: dict[str, Any]
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for key in sorted(set(a) | set(b), key=str):
-            where = f"{prefix}.{key}" if prefix else str(key)
-            if key not in a or key not in b:
-                out.append(where)
-            else:
-                out.extend(_differences(a[key], b[key], where))
-        return out
-    return [] if a == b else [prefix or "<top level>"]
-
-
 def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
     """The base config with the trial's values, checked against ``trials/<id>/config.json``."""
+    from hpo.campaign import dict_differences
     from hpo.space import apply_params
 
     own = trial.config_dict() if trial.config_path.exists() else None
@@ -70,7 +58,7 @@ def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
         return own
     config = apply_params(info.base_config, trial.params)
     if own is not None:
-        diffs = _differences(config, own)
+        diffs = dict_differences(config, own)
         if diffs:
             raise ExportError(
                 f"trial {trial.trial_id}: the base config with the trial's values differs from "

@@ -224,8 +224,9 @@ def validate_campaign(data: Mapping[str, Any], source: str | os.PathLike) -> Cam
     return config
 
 
-def load_campaign(path: str | os.PathLike) -> CampaignConfig:
-    """Read and validate a campaign YAML file (paths resolved relative to it)."""
+def load_campaign(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> CampaignConfig:
+    """Read and validate a campaign YAML file (paths resolved relative to it); ``overrides``
+    replace top-level keys before validation (e.g. ``{"dataset": ...}`` from the command line)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -235,7 +236,11 @@ def load_campaign(path: str | os.PathLike) -> CampaignConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise CampaignConfigError(f"{path}: not valid YAML ({exc})") from exc
-    return validate_campaign(data if data is not None else {}, path)
+    if data is None:
+        data = {}
+    if overrides and isinstance(data, Mapping):
+        data = {**data, **overrides}
+    return validate_campaign(data, path)
 
 
 # -- frozen copy ------------------------------------------------------------------------------------
@@ -273,7 +278,8 @@ def load_frozen_dict(campaign_dir: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+def dict_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two nested mappings differ (a key only on one side, or another value)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
         for key in list(old) + [k for k in new if k not in old]:
@@ -281,7 +287,7 @@ def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
             if key not in old or key not in new:
                 out.append(where)
             else:
-                out.extend(_diff(old[key], new[key], where))
+                out.extend(dict_differences(old[key], new[key], where))
         return out
     return [] if old == new else [prefix or "<value>"]
 
@@ -295,13 +301,13 @@ def check_unchanged(
     campaign_dir = Path(campaign_dir)
     allowed = set(allow)
     frozen = load_frozen_dict(campaign_dir)
-    changed = [k for k in _diff(frozen, config.frozen_dict()) if k.split(".")[0] not in allowed]
+    changed = [k for k in dict_differences(frozen, config.frozen_dict()) if k.split(".")[0] not in allowed]
     frozen_base_path = campaign_dir / FROZEN_BASE_CONFIG
     try:
         frozen_base = json.loads(frozen_base_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CampaignChangedError(f"{frozen_base_path}: cannot read the frozen base config ({exc})") from exc
-    changed += [f"base_config:{k}" for k in _diff(frozen_base, config.load_base_config())]
+    changed += [f"base_config:{k}" for k in dict_differences(frozen_base, config.load_base_config())]
     if changed:
         raise CampaignChangedError(
             f"{campaign_dir}: the campaign differs from its frozen copy ({FROZEN_CAMPAIGN}, "

@@ -79,6 +79,18 @@ class JournalContents:
     torn_line_number: int | None = None
 
 
+def prepare_events(events: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """The records as they will be written: copies with ``time`` added when missing, each checked
+    (raises ValueError naming the missing fields)."""
+    records = []
+    for event in events:
+        record = dict(event)
+        record.setdefault("time", time.time())
+        check_event(record)
+        records.append(record)
+    return records
+
+
 def read_journal(path: str | os.PathLike) -> JournalContents:
     """All events of ``path``; a torn last line is dropped and returned in ``torn_line``.
 
@@ -202,12 +214,7 @@ class Journal:
     def append_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict]:
         """Write ``events`` in order (``time`` added when missing), then flush and fsync once
         (group commit: whole lines, in order; a crash loses at most this batch)."""
-        records = []
-        for event in events:
-            record = dict(event)
-            record.setdefault("time", time.time())
-            check_event(record)
-            records.append(record)
+        records = prepare_events(events)
         if records:
             self._fh.write(b"".join(_dumps(r) + b"\n" for r in records))
             self._fh.flush()

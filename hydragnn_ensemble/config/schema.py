@@ -97,15 +97,19 @@ class GraphHeads(_Section):
     def _check(self) -> "GraphHeads":
         _positive("num_sharedlayers", self.num_sharedlayers)
         _positive("dim_sharedlayers", self.dim_sharedlayers)
-        _positive("num_headlayers", self.num_headlayers)
-        if len(self.dim_headlayers) != self.num_headlayers:
-            raise ValueError(
-                f"dim_headlayers has {len(self.dim_headlayers)} entries but num_headlayers is "
-                f"{self.num_headlayers}"
-            )
-        for d in self.dim_headlayers:
-            _positive("every dim_headlayers entry", d)
+        _check_head_layers(self.num_headlayers, self.dim_headlayers)
         return self
+
+
+def _check_head_layers(num_headlayers: int, dim_headlayers: list[int]) -> None:
+    """``num_headlayers`` > 0 and one positive width per layer in ``dim_headlayers``."""
+    _positive("num_headlayers", num_headlayers)
+    if len(dim_headlayers) != num_headlayers:
+        raise ValueError(
+            f"dim_headlayers has {len(dim_headlayers)} entries but num_headlayers is {num_headlayers}"
+        )
+    for d in dim_headlayers:
+        _positive("every dim_headlayers entry", d)
 
 
 class NodeHeads(_Section):
@@ -119,14 +123,7 @@ class NodeHeads(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> "NodeHeads":
-        _positive("num_headlayers", self.num_headlayers)
-        if len(self.dim_headlayers) != self.num_headlayers:
-            raise ValueError(
-                f"dim_headlayers has {len(self.dim_headlayers)} entries but num_headlayers is "
-                f"{self.num_headlayers}"
-            )
-        for d in self.dim_headlayers:
-            _positive("every dim_headlayers entry", d)
+        _check_head_layers(self.num_headlayers, self.dim_headlayers)
         return self
 
 

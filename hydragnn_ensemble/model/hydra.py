@@ -13,8 +13,6 @@ units convention: energy (per atom), forces and stress are physical and forces a
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import torch
 from torch import Tensor, nn
 

@@ -20,11 +20,8 @@ the journal.
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any, Iterable, Mapping
 
-from hpo._events import check_event
-from hpo.journal import Journal
+from hpo.journal import Journal, prepare_events
 
 
 class BackgroundJournal:
@@ -73,12 +70,7 @@ class BackgroundJournal:
 
     def submit(self, events: list[dict]) -> list[dict]:
         """Queue events (``time`` added and checked now); returns the records as they will be written."""
-        records = []
-        for event in events:
-            record = dict(event)
-            record.setdefault("time", time.time())
-            check_event(record)
-            records.append(record)
+        records = prepare_events(events)
         with self._cond:
             self._raise_error()
             self._queue.extend(records)

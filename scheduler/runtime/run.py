@@ -66,9 +66,7 @@ def _run_index(events: list[dict]) -> int:
 
 def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: bool,
                  force_unlock: bool, dataset: Path | None) -> _Setup:
-    import yaml
-
-    from hpo.campaign import check_unchanged, freeze, load_campaign, validate_campaign
+    from hpo.campaign import check_unchanged, freeze, load_campaign
     from hpo.journal import CampaignState, Journal, read_journal
     from hpo.optimizers import make_optimizer
     from hpo.pool import CandidatePool
@@ -76,16 +74,8 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
     from hpo.space import apply_params
     from scheduler.runtime.journal_writer import BackgroundJournal
 
-    if dataset is None:
-        cfg = load_campaign(campaign_path)
-    else:  # replace the dataset before validation (which checks that it exists)
-        try:
-            data = yaml.safe_load(campaign_path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise CampaignSetupError(f"{campaign_path}: cannot read the campaign ({exc})") from exc
-        if not isinstance(data, dict):
-            raise CampaignSetupError(f"{campaign_path}: must be a YAML mapping of campaign keys")
-        cfg = validate_campaign({**data, "dataset": str(dataset.resolve())}, campaign_path)
+    # --dataset replaces the file's dataset before validation (which checks that it exists)
+    cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
     notices: list[str] = []
     cdir.root.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(cdir.lock)

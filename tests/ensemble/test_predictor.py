@@ -8,7 +8,6 @@ import shutil
 
 import ase.io
 import numpy as np
-import torch
 from ase import Atoms
 from ase.build import bulk
 from torch_geometric.data import Batch
