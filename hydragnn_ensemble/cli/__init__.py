@@ -43,12 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod_name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"hydragnn_ensemble.cli.commands.{mod_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"hydragnn_ensemble.cli.commands.{mod_name}":
-                continue  # command not built yet in this checkout
-            raise
+        mod = importlib.import_module(f"hydragnn_ensemble.cli.commands.{mod_name}")
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
