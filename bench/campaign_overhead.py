@@ -79,7 +79,7 @@ def _child_optuna(storage_path: str, n_total: int, sleep_s: float, go: float, sa
 
 
 # -- drivers ----------------------------------------------------------------------------------------
-def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float) -> dict:
+def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str = "load-aware") -> dict:
     import yaml
 
     tmp.mkdir(parents=True)
@@ -90,6 +90,7 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float) -> dict:
         "search_space": {"Sleep.x": {"type": "float", "low": 0.0, "high": 1.0}},
         "optimizer": {"name": "random"}, "max_trials": trials, "trial_time_limit_s": 60,
         "failure_threshold": 1.0, "trial_program": "bench.sleep_trainer", "seed": 0,
+        "placement": placement,
     }
     (tmp / "campaign.yaml").write_text(yaml.safe_dump(campaign))
     summary_path = tmp / "summary.json"
@@ -176,12 +177,13 @@ def main() -> None:
     ap.add_argument("--sleep", type=float, default=0.05)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--anchor-sampler", choices=("random", "tpe"), default="random")
+    ap.add_argument("--placement", default="load-aware", help="placement policy of our campaign")
     args = ap.parse_args()
     procs = args.ranks - 1
     ours, anchor = [], []
     with tempfile.TemporaryDirectory(prefix="campaign_overhead_") as d:
         for rep in range(args.repeats):
-            ours.append(run_ours(Path(d) / f"ours{rep}", args.trials, args.ranks, args.sleep))
+            ours.append(run_ours(Path(d) / f"ours{rep}", args.trials, args.ranks, args.sleep, args.placement))
             anchor.append(run_anchor(Path(d) / f"anchor{rep}", args.trials, procs, args.sleep, args.anchor_sampler))
             print(f"repeat {rep}: ours {json.dumps({k: round(v, 4) for k, v in ours[-1].items()})}")
             print(f"repeat {rep}: anchor {json.dumps({k: round(v, 4) for k, v in anchor[-1].items()})}")
