@@ -1,8 +1,7 @@
 """Placement policies behind one interface (:class:`PlacementPolicy`)."""
 
-from scheduler.placement.base import Decision, PlacementPolicy, TrialRequest, pick_slots
+from scheduler.placement.base import Decision, PlacementPolicy, TrialRequest
 from scheduler.placement.fifo import FifoPolicy, FifoSkipPolicy
-from scheduler.placement.first_fit import FirstFitPolicy
 from scheduler.placement.fixed_block import FixedBlockPolicy
 from scheduler.placement.load_aware import LoadAwarePolicy, Reservation
 from scheduler.placement.registry import (
@@ -15,6 +14,6 @@ from scheduler.placement.registry import (
 
 __all__ = [
     "DEFAULT_POLICY", "POLICY_FACTORIES", "POLICY_NAMES", "Decision", "FifoPolicy", "FifoSkipPolicy",
-    "FirstFitPolicy", "FixedBlockPolicy", "LoadAwarePolicy", "PlacementPolicy", "Reservation",
-    "TrialRequest", "UnknownPolicyError", "make_policy", "pick_slots",
+    "FixedBlockPolicy", "LoadAwarePolicy", "PlacementPolicy", "Reservation",
+    "TrialRequest", "UnknownPolicyError", "make_policy",
 ]

@@ -89,37 +89,3 @@ class PlacementPolicy(ABC):
     @abstractmethod
     def schedule(self, pool: ResourcePool, now: float) -> list[Decision]:
         """Choose trials to start now on free slots of ``pool``; remove them from the queue."""
-
-
-def pick_slots(pool: ResourcePool, n: int, taken: set[int]) -> tuple[int, ...] | None:
-    """First-fit slot choice shared by simple policies.
-
-    ``n <= slots_per_node``: all slots on one node, preferring the fullest node that still fits
-    (packs sub-node trials into partly used nodes). ``n > slots_per_node``: ``n / slots_per_node``
-    whole free nodes, lowest ids first (kept close together). ``taken`` holds slots already handed
-    out in the current ``schedule`` call (policies that plan inside :meth:`ResourcePool.tentative`
-    pass none and get the pool's O(log nodes) choice). Returns ``None`` if it does not fit now.
-    """
-    if not taken:
-        return pool.pick(n)  # bucketed, O(log nodes)
-    spn = pool.slots_per_node
-    if n <= spn:
-        best: tuple[int, list[int]] | None = None
-        for node in range(pool.num_nodes):
-            free = [s for s in pool.free_slots_of_node(node) if s not in taken]
-            if len(free) >= n and (best is None or len(free) < len(best[1])):
-                best = (node, free)
-                if len(free) == n:
-                    break
-        return tuple(best[1][:n]) if best else None
-    if n % spn:
-        raise ValueError(f"a multi-node trial needs a multiple of {spn} slots, got {n}")
-    need = n // spn
-    nodes = []
-    for node in range(pool.num_nodes):
-        free = [s for s in pool.free_slots_of_node(node) if s not in taken]
-        if len(free) == spn:
-            nodes.append(node)
-            if len(nodes) == need:
-                return tuple(s for nd in nodes for s in pool.slots_of_node(nd))
-    return None

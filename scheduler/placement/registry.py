@@ -1,12 +1,11 @@
-"""Placement policies by name: ``load-aware`` (default), ``fifo``, ``fifo-skip``, ``fixed-block``,
-``first-fit``."""
+"""Placement policies by name: ``load-aware`` (default), ``fifo``, ``fifo-skip``, ``fixed-block``;
+``first-fit`` is another name of ``fifo-skip`` (arrival order, skipping what does not fit)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from scheduler.placement.base import PlacementPolicy
-from scheduler.placement.first_fit import FirstFitPolicy
 from scheduler.placement.fifo import FifoPolicy, FifoSkipPolicy
 from scheduler.placement.fixed_block import FixedBlockPolicy
 from scheduler.placement.load_aware import LoadAwarePolicy
@@ -17,7 +16,7 @@ POLICY_FACTORIES: dict[str, Callable[..., PlacementPolicy]] = {
     "fifo": FifoPolicy,
     "fifo-skip": FifoSkipPolicy,
     "fixed-block": FixedBlockPolicy,
-    "first-fit": FirstFitPolicy,
+    "first-fit": FifoSkipPolicy,
 }
 POLICY_NAMES: tuple[str, ...] = tuple(POLICY_FACTORIES)
 
