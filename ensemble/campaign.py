@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpo.objective import STATUSES_WITH_OBJECTIVE, objective_value
 from hydragnn_ensemble.result import TrialResult
 
 
@@ -116,17 +117,13 @@ def _trial_ids(root: Path, state) -> list[int]:
     return sorted(ids)
 
 
-MEMBER_STATUSES: tuple[str, ...] = ("completed", "timeout")
+# The statuses with an objective (completed, and timeout: best epoch within the budget).
+MEMBER_STATUSES: tuple[str, ...] = STATUSES_WITH_OBJECTIVE
 
 
 def _objective(result: TrialResult, key: str) -> float | None:
     """The campaign objective of a completed (or timed-out) trial's result."""
-    from hpo.objective import objective_value
-
-    d = result.to_dict()
-    if d["status"] in MEMBER_STATUSES:
-        d["status"] = "completed"  # objective_value only reads completed results
-    return objective_value(d, key)
+    return objective_value(result.to_dict(), key)
 
 
 def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:

@@ -1,9 +1,8 @@
 """How many slots a candidate trial gets and how long it is expected to take.
 
-:class:`TrialSizer` is what the scheduler rank calls. The campaign runtime uses
+:class:`TrialSizer` is what the scheduler rank calls; the campaign runtime implements it with
 :func:`scheduler.sizing.runtime_sizer` (the cost model: memory first, then a target duration; it
-learns from finished trials); :class:`SmallestSizeSizer` is the simplest implementation (the smallest
-allowed size, the mean wall time of finished trials as the prediction)."""
+learns from finished trials). :func:`usable_sizes` says which allowed sizes a run can start."""
 
 from __future__ import annotations
 
@@ -35,26 +34,3 @@ def usable_sizes(allowed: list[int], slots_per_node: int, slots_on_nodes: list[i
             f"node: {slots_on_nodes}, slots_per_node {slots_per_node}); start more ranks or allow "
             "smaller trials")
     return ok
-
-
-class SmallestSizeSizer:
-    """Every trial at the smallest usable size; predicted time = running mean of finished trials."""
-
-    def __init__(self, sizes: list[int], time_limit_s: float) -> None:
-        self.sizes = sizes
-        self.time_limit_s = time_limit_s
-        self._sum = 0.0
-        self._n = 0
-
-    def size(self, params: dict[str, Any]) -> tuple[int, float]:
-        predicted = self._sum / self._n if self._n else self.time_limit_s
-        return self.sizes[0], predicted
-
-    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
-        if ok:
-            self._sum += wall_time_s
-            self._n += 1
-
-    def larger_than(self, slots: int) -> int | None:
-        """The next usable size above ``slots`` (for retrying an out-of-memory trial), or None."""
-        return next((s for s in self.sizes if s > slots), None)
