@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,9 +44,14 @@ def _child_campaign(campaign: str, out: str, summary_path: str) -> None:
     """Runs on every rank under mpiexec."""
     from dataclasses import asdict
 
+    from mpi4py import MPI
+
     from scheduler.runtime import run_campaign
 
+    own0, kids0 = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN)
     summary = run_campaign(campaign, out, progress=False)
+    cpu = {"own": _cpu_s(resource.RUSAGE_SELF) - own0, "children": _cpu_s(resource.RUSAGE_CHILDREN) - kids0}
+    Path(f"{summary_path}.cpu{MPI.COMM_WORLD.Get_rank()}").write_text(json.dumps(cpu))
     if summary is not None:
         Path(summary_path).write_text(json.dumps(asdict(summary)))
 
@@ -78,6 +84,17 @@ def _child_optuna(storage_path: str, n_total: int, sleep_s: float, go: float, sa
     Path(out).write_text(json.dumps({"t0": t0, "t1": t1, "inside": inside[0]}))
 
 
+def _cpu_s(who: int) -> float:
+    """User+system CPU seconds of this process (RUSAGE_SELF) or of its waited-for descendants."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of every waited-for descendant so far (mpiexec, ranks, trials)."""
+    return _cpu_s(resource.RUSAGE_CHILDREN)
+
+
 # -- drivers ----------------------------------------------------------------------------------------
 def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str = "load-aware") -> dict:
     import yaml
@@ -94,9 +111,12 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
     }
     (tmp / "campaign.yaml").write_text(yaml.safe_dump(campaign))
     summary_path = tmp / "summary.json"
+    cpu_before = _children_cpu_s()
     subprocess.run([MPIEXEC, "-n", str(ranks), PY, __file__, "_campaign", str(tmp / "campaign.yaml"),
                     str(tmp / "out"), str(summary_path)], cwd=REPO, check=True)
+    cpu_s = _children_cpu_s() - cpu_before
     s = json.loads(summary_path.read_text())
+    per_rank = [json.loads(Path(f"{summary_path}.cpu{r}").read_text()) for r in range(ranks)]
     from hpo.journal import CampaignState, read_journal
 
     state = CampaignState.replay(read_journal(tmp / "out" / "journal.jsonl").events)
@@ -114,6 +134,11 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
         "idle_fraction": 1.0 - s["trial_process_s"] / slot_s,
         "useful_fraction": trials * sleep_s / slot_s,
         "slots": slots,
+        "cpu_ms_per_trial": 1e3 * cpu_s / trials,
+        "cpu_rank0_ms": 1e3 * per_rank[0]["own"] / trials,
+        "cpu_agents_ms": 1e3 * sum(r["own"] for r in per_rank[1:]) / trials,
+        "cpu_trials_ms": 1e3 * sum(r["children"] for r in per_rank[1:]) / trials,
+        "cpu_load": cpu_s / s["elapsed_s"],
     }
 
 
@@ -201,6 +226,10 @@ def main() -> None:
     print(f"  rank-0 decision+journal+messages {med(ours, 'rank0_ms'):.2f} ms/trial "
           f"(journal: {med(ours, 'fsyncs_per_trial'):.2f} fsyncs/trial in the writer thread); idle slot time "
           f"{100 * med(ours, 'idle_fraction'):.1f}%; slot time in the sleep itself {100 * med(ours, 'useful_fraction'):.1f}%")
+    print(f"  CPU per trial: {med(ours, 'cpu_ms_per_trial'):.1f} ms in all (start-up of the ranks included) ="
+          f" rank 0 {med(ours, 'cpu_rank0_ms'):.1f} + agents {med(ours, 'cpu_agents_ms'):.1f}"
+          f" + trial processes (and fork servers) {med(ours, 'cpu_trials_ms'):.1f} + rest; mean busy cores "
+          f"{med(ours, 'cpu_load'):.2f} of {os.cpu_count()}")
     print(f"  (one sleep_trainer process alone, sleep 0: {startup:.1f} ms)")
     print(f"anchor ({procs} processes, one Optuna JournalFileBackend, {args.anchor_sampler} sampler, in-process objective):")
     print(f"  wall {med(anchor, 'wall_s'):.2f} s; overhead {med(anchor, 'total_overhead_ms'):.1f} ms/trial; "

@@ -103,6 +103,8 @@ class CampaignConfig(_Strict):
     placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "load-aware"
     pool_factor: float = Field(2.0, ge=1)
     trial_program: str = "hydragnn_ensemble"
+    trial_launcher: Literal["fork-server", "exec"] = "fork-server"
+    trial_preload: list[str] | None = None  # None: torch & co. for the built-in trainer, else the program
 
     @field_validator("search_space")
     @classmethod
@@ -120,6 +122,14 @@ class CampaignConfig(_Strict):
         if not _MODULE.match(name):
             raise ValueError(f"{name!r} is not a python module name (run as 'python -m <module>')")
         return name
+
+    @field_validator("trial_preload")
+    @classmethod
+    def _module_names(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or []:
+            if not _MODULE.match(name):
+                raise ValueError(f"{name!r} is not a python module name")
+        return names
 
     @model_validator(mode="after")
     def _sizes_fit_nodes(self) -> "CampaignConfig":

@@ -5,8 +5,10 @@ Model (documented in :mod:`scheduler.runtime`): one agent rank per slot. This is
 ``mpiexec -n N`` gives on a workstation; ``resources.slots_per_node`` groups the agents of one host
 into nodes for placement.
 
-The loop never blocks for long: it waits on the pidfds of its processes (so an exit is seen at once)
-with a short timeout, then probes for messages from rank 0. Nothing a trial does (exception,
+Trials are forked from the agent's fork server (:mod:`scheduler.runtime.fork_server`, torch already
+imported) or exec'd as new interpreters (campaign option ``trial_launcher``). The loop never blocks
+for long: it waits on its processes (pidfds, or the fork server's exit reports, so an exit is seen at
+once) with a short timeout, then probes for messages from rank 0. Nothing a trial does (exception,
 segfault, OOM kill, hang) can take the agent down: the trial is a separate process in its own
 session, and every way it can end becomes a :class:`PartExited` report.
 """
@@ -24,17 +26,17 @@ from scheduler.runtime.messages import (
     AgentAssignment,
     AgentHello,
     KillTrial,
+    LauncherSettings,
     PartExited,
     Shutdown,
     StartTrial,
 )
 from scheduler.runtime.trial_process import (
     GPU_VISIBILITY_VARS,
-    TrialLauncher,
     TrialProcess,
     device_binding,
+    make_launcher,
     part_exited,
-    wait_for_exit,
 )
 
 IDLE_WAIT_S = 0.001  # no trial running: poll for a start message this often
@@ -53,12 +55,13 @@ def hello(comm) -> AgentHello:
 class Agent:
     """The agent loop of one rank. ``run()`` returns when rank 0 sends :class:`Shutdown`."""
 
-    def __init__(self, comm, assignment: AgentAssignment, me: AgentHello, device: str) -> None:
+    def __init__(self, comm, assignment: AgentAssignment, me: AgentHello, device: str,
+                 launcher: LauncherSettings) -> None:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.assignment = assignment
         binding = device_binding(device, me.inherited_devices, assignment.local_index)
-        self.launcher = TrialLauncher(binding)
+        self.launcher = make_launcher(launcher.kind, binding, list(launcher.preload))
         self.procs: dict[tuple[int, int], TrialProcess] = {}
         self._sends: list = []
 
@@ -126,17 +129,21 @@ class Agent:
                 else:
                     proc.close()
                     del self.procs[key]
-            time.sleep(0.01)
+            if self.procs:
+                self.launcher.wait(list(self.procs.values()), 0.01)
 
     def run(self) -> None:
         """Serve rank 0 until it sends Shutdown."""
-        while True:
-            if self.procs:
-                wait_for_exit(list(self.procs.values()), RUNNING_WAIT_S)
-            else:
-                time.sleep(IDLE_WAIT_S)
-            self._check_processes()
-            stop = self._drain_messages()
-            if stop is not None:
-                self._shutdown(stop.reason)
-                return
+        try:
+            while True:
+                if self.procs:
+                    self.launcher.wait(list(self.procs.values()), RUNNING_WAIT_S)
+                else:
+                    time.sleep(IDLE_WAIT_S)
+                self._check_processes()
+                stop = self._drain_messages()
+                if stop is not None:
+                    self._shutdown(stop.reason)
+                    return
+        finally:
+            self.launcher.close()

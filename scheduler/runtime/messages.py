@@ -44,6 +44,15 @@ class AgentAssignment:
 
 
 @dataclass(frozen=True)
+class LauncherSettings:
+    """How agents start trial processes (broadcast at start-up): ``kind`` "fork-server" or "exec";
+    ``preload``: the modules a fork server imports once."""
+
+    kind: str
+    preload: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StartTrial:
     """Start process ``rank`` of ``world_size`` of one trial attempt on the receiving agent's slot."""
 

@@ -35,7 +35,9 @@ from scheduler.runtime.campaign_dir import (
     check_new,
     check_resumable,
 )
+from scheduler.runtime.fork_server import default_preload
 from scheduler.runtime.layout import build_layout
+from scheduler.runtime.messages import LauncherSettings
 from scheduler.runtime.placement_registry import make_policy
 from scheduler.runtime.progress import ProgressLine
 from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
@@ -155,6 +157,12 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         raise
 
 
+def launcher_settings(cfg) -> LauncherSettings:
+    """The campaign's trial launcher with its preload list filled in."""
+    preload = cfg.trial_preload if cfg.trial_preload is not None else default_preload(cfg.trial_program)
+    return LauncherSettings(kind=cfg.trial_launcher, preload=tuple(preload))
+
+
 def run_campaign(
     campaign_path: str | Path,
     campaign_dir: str | Path | None = None,
@@ -185,7 +193,7 @@ def run_campaign(
         payload = comm.bcast(None, root=0)
         if "error" in payload:
             raise CampaignSetupError(payload["error"])
-        Agent(comm, payload["assignments"][rank], me, payload["device"]).run()
+        Agent(comm, payload["assignments"][rank], me, payload["device"], payload["launcher"]).run()
         return None
 
     cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
@@ -202,7 +210,8 @@ def run_campaign(
         raise
     sched = setup.scheduler
     sched.progress = ProgressLine(stream=stream, enabled=progress)
-    comm.bcast({"assignments": sched.layout.assignments, "device": sched.device}, root=0)
+    comm.bcast({"assignments": sched.layout.assignments, "device": sched.device,
+                "launcher": launcher_settings(sched.cfg)}, root=0)
     for notice in setup.notices:
         print(f"hpo: {notice}", file=stream, flush=True)
     reason = "campaign over"

@@ -13,6 +13,10 @@ It writes ``RUN_DIR/result.json`` (:class:`hydragnn_ensemble.result.TrialResult`
 dies before it can (exception outside the trainer's handler, segfault, OOM kill, hang killed by the
 agent), the runtime synthesises a ``failed``/``timeout`` result with the reason and the log tail.
 
+Two launchers start them (:class:`Launcher`): :class:`ExecLauncher` runs ``python -m ...`` for every
+trial; :class:`scheduler.runtime.fork_server.ForkServerLauncher` (the default) forks each trial from a
+per-agent server that has imported the program's heavy modules (torch, torch_geometric) once.
+
 Isolation: every process starts in its own session (``start_new_session=True``), so a hang is killed
 together with its children by signalling the process group; on Linux it also gets
 ``PR_SET_PDEATHSIG=SIGKILL`` so it cannot outlive an agent killed with ``kill -9`` (a trial orphaned
@@ -29,9 +33,10 @@ import signal
 import subprocess
 import sys
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from hydragnn_ensemble.result import TrialResult
 from scheduler.runtime.messages import PartExited, StartTrial
@@ -145,12 +150,21 @@ def _load_prctl() -> Callable[[], None] | None:
     return die_with_parent
 
 
+class ProcessHandle(Protocol):
+    """What an agent needs of a started process (``subprocess.Popen`` is one)."""
+
+    pid: int
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal), or None while it runs."""
+
+
 @dataclass
 class TrialProcess:
     """A running trial process watched by an agent."""
 
     start: StartTrial
-    popen: subprocess.Popen
+    handle: ProcessHandle
     start_time: float
     deadline: float
     pidfd: int | None = None
@@ -166,8 +180,13 @@ class TrialProcess:
     def signal_group(self, sig: int) -> None:
         """Send ``sig`` to the process group (the trial and everything it started)."""
         try:
-            os.killpg(self.popen.pid, sig)
-        except (ProcessLookupError, PermissionError):
+            os.killpg(self.handle.pid, sig)
+        except ProcessLookupError:  # a forked child between fork() and its setsid(): only itself
+            try:
+                os.kill(self.handle.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        except PermissionError:
             pass
 
     def terminate(self, reason: str | None, now: float, timed_out: bool = False) -> None:
@@ -188,7 +207,7 @@ class TrialProcess:
             self.signal_group(signal.SIGKILL)
 
     def poll(self) -> int | None:
-        return self.popen.poll()
+        return self.handle.poll()
 
     def close(self) -> None:
         """After exit: kill stragglers of the group, close the log and the pidfd."""
@@ -200,8 +219,31 @@ class TrialProcess:
             self.pidfd = None
 
 
-class TrialLauncher:
-    """Starts trial processes for one agent slot with the slot's environment."""
+class Launcher(ABC):
+    """Starts the trial processes of one agent slot and waits for them.
+
+    Contract: :meth:`launch` starts one process (its own session, output appended to
+    ``start.log_path``, the slot's GPU binding in its environment) and returns its
+    :class:`TrialProcess`, or raises OSError when it cannot start; :meth:`wait` returns after at most
+    ``timeout_s``, early when one of ``procs`` may have ended, and afterwards ``TrialProcess.poll()``
+    reports every exit that happened; :meth:`close` releases the launcher's own resources (the agent
+    has already ended its processes).
+    """
+
+    @abstractmethod
+    def launch(self, start: StartTrial) -> TrialProcess:
+        """Start one trial process."""
+
+    @abstractmethod
+    def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
+        """Block up to ``timeout_s`` or until one of ``procs`` may have exited."""
+
+    def close(self) -> None:
+        """Release the launcher (nothing by default)."""
+
+
+class ExecLauncher(Launcher):
+    """Starts every trial as a new interpreter: ``python -m PROGRAM train ...``."""
 
     def __init__(self, binding: dict[str, str], python: str = sys.executable) -> None:
         self.env = trial_env(dict(os.environ), binding)
@@ -230,12 +272,28 @@ class TrialLauncher:
         pidfd = os.pidfd_open(popen.pid) if hasattr(os, "pidfd_open") else None
         return TrialProcess(start, popen, t0, t0 + start.kill_after_s, pidfd=pidfd, log_fh=log_fh)
 
+    def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
+        wait_for_exit(procs, timeout_s)
 
-def wait_for_exit(procs: list[TrialProcess], timeout_s: float) -> None:
-    """Block up to ``timeout_s`` or until one of ``procs`` exits (pidfd), whichever is first."""
+
+def make_launcher(kind: str, binding: dict[str, str], preload: list[str]) -> Launcher:
+    """The launcher named by the campaign's ``trial_launcher``: "fork-server" or "exec"."""
+    if kind == "exec":
+        return ExecLauncher(binding)
+    if kind == "fork-server":
+        from scheduler.runtime.fork_server import ForkServerLauncher
+
+        return ForkServerLauncher(binding, preload)
+    raise ValueError(f"unknown trial launcher {kind!r} (fork-server, exec)")
+
+
+def wait_for_exit(procs: list[TrialProcess], timeout_s: float, extra_fds: tuple[int, ...] = ()) -> None:
+    """Block up to ``timeout_s`` or until one of ``procs`` exits (its pidfd) or one of ``extra_fds``
+    becomes readable, whichever is first. Processes without a pidfd must be covered by
+    ``extra_fds``; otherwise this sleeps the whole timeout."""
     fds = [p.pidfd for p in procs if p.pidfd is not None]
-    if fds and len(fds) == len(procs):
-        select.select(fds, [], [], timeout_s)
+    if len(fds) == len(procs) or extra_fds:
+        select.select([*fds, *extra_fds], [], [], timeout_s)
     else:
         time.sleep(timeout_s)
 

@@ -18,10 +18,11 @@ OOM = "killed (SIGKILL, possibly out of memory)"
 RAISE = "exited with code 1 without writing result.json; last log line: RuntimeError: injected failure"
 
 
-def test_every_fault_is_a_recorded_trial_and_the_campaign_finishes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["fork-server", "exec"])
+def test_every_fault_is_a_recorded_trial_and_the_campaign_finishes(tmp_path: Path, launcher: str) -> None:
     campaign = write_campaign(
         tmp_path, modes=MODES, max_trials=8, trial_time_limit_s=3, retries=1, failure_threshold=1.0,
-        resources={"slots_per_node": 1, "slots_per_trial": [1]}, sleep_s=0.1)
+        resources={"slots_per_node": 1, "slots_per_trial": [1]}, sleep_s=0.1, trial_launcher=launcher)
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=5)
     assert proc.returncode == 0, proc.stderr
