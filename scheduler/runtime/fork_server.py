@@ -126,6 +126,9 @@ class ForkServerLauncher(Launcher):
                     proc.handle.returncode = msg["returncode"]
                 else:
                     self._early_exits[msg["exited"]] = msg["returncode"]
+            elif "ready" in msg and not msg["ready"]:
+                self._give_up(msg["error"])
+                return []
             elif msg.get("ready"):
                 self.ready_info = msg
                 if msg["failed"]:

@@ -11,7 +11,9 @@ would (``runpy.run_module`` with ``sys.argv`` set) and leaves with ``os._exit``.
 
 Protocol (one JSON object per line; requests on stdin, replies on stdout):
 
-- at start-up: ``{"ready": true, "preloaded": [...], "failed": {module: error}}``;
+- at start-up: ``{"ready": true, "preloaded": [...], "failed": {module: error}}``, or
+  ``{"ready": false, "error": "..."}`` and exit when preloading initialised CUDA/HIP (a forked child
+  cannot use a GPU runtime its parent initialised; the agent then exec's its trials);
 - request ``{"id": N, "program": MODULE, "args": [...], "log_path": PATH}`` ->
   ``{"id": N, "pid": PID}`` or ``{"id": N, "error": "..."}``;
 - whenever a child ends: ``{"exited": PID, "returncode": CODE}`` (``subprocess`` convention:
@@ -187,10 +189,18 @@ class _Server:
                     self.start(json.loads(line))
 
 
+def _gpu_initialised() -> bool:
+    """True if preloading initialised CUDA/HIP, which a forked child can no longer use."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
 def main(modules: list[str]) -> int:
     _die_with_parent()
     reply_fd = os.dup(1)  # the protocol pipe; fd 1 becomes stderr so that nothing a preloaded
     os.dup2(2, 1)         # module prints can corrupt it
+    # a module asking torch.cuda.is_available() at import must not initialise CUDA in the server
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     preloaded, failed = [], {}
     for name in modules:
         try:
@@ -198,6 +208,11 @@ def main(modules: list[str]) -> int:
             preloaded.append(name)
         except Exception as exc:  # noqa: BLE001 - reported to the agent; the trial will show it again
             failed[name] = f"{type(exc).__name__}: {exc}"
+    if _gpu_initialised():
+        os.write(reply_fd, (json.dumps({"ready": False, "error": "initialised the GPU runtime while "
+                                        f"importing {modules}; forked trials could not use it"})
+                            + "\n").encode())
+        return 0
     gc.freeze()  # what is loaded now is never collected: a child's collections do not copy its pages
     server = _Server(reply_fd)
     server.reply({"ready": True, "preloaded": preloaded, "failed": failed})
