@@ -233,12 +233,24 @@ class Journal:
     def append_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict]:
         """Write ``events`` in order (``time`` added when missing), then flush and fsync once
         (group commit: whole lines, in order; a crash loses at most this batch)."""
+        records = self.write_many(events)
+        if records:
+            self.fsync()
+        return records
+
+    def write_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict]:
+        """Write ``events`` in order into the operating system's cache, without fsync: they survive
+        the death of this process, not of the machine, until :meth:`fsync`."""
         records = prepare_events(events)
         if records:
             self._fh.write(b"".join(_dumps(r) + b"\n" for r in records))
             self._fh.flush()
-            os.fsync(self._fh.fileno())
         return records
+
+    def fsync(self) -> None:
+        """Make everything written so far durable (safe to call from another thread than
+        :meth:`write_many`'s: it touches only the file descriptor)."""
+        os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         self._fh.close()
@@ -268,6 +280,8 @@ class AttemptRecord:
     reason: str | None = None
     log_tail: str | None = None
     result: dict | None = None
+    predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
+    retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
 
     @property
     def ended(self) -> bool:
@@ -290,14 +304,17 @@ class TrialRecord:
 
     @property
     def status(self) -> str:
-        """The final status, ``running``, ``interrupted`` or ``suggested`` (never started)."""
+        """The final status, ``running``, ``interrupted``, ``retrying`` (the last attempt failed and
+        the runtime decided to re-run it) or ``suggested`` (never started)."""
         last = self.last_attempt
-        return "suggested" if last is None else last.status
+        if last is None:
+            return "suggested"
+        return "retrying" if last.retry_size is not None else last.status
 
     @property
     def finished(self) -> bool:
         last = self.last_attempt
-        return last is not None and last.ended
+        return last is not None and last.ended and last.retry_size is None
 
     @property
     def result(self) -> dict | None:
@@ -369,6 +386,7 @@ class CampaignState:
                 record.attempts[attempt] = AttemptRecord(
                     attempt, start=t, slots=slots, hosts=event.get("hosts") or [],
                     size=event.get("size") or len(slots),
+                    predicted_slot_s=event.get("predicted_slot_s"),
                 )
             elif name in ("trial_finished", "trial_failed"):
                 key = (event["trial_id"], event["attempt"])
@@ -387,6 +405,8 @@ class CampaignState:
                     attempt.status = "failed"
                     attempt.reason = event.get("reason")
                     attempt.log_tail = event.get("log_tail")
+                    if event.get("will_retry"):  # journals before retry_size: the same size
+                        attempt.retry_size = event.get("retry_size") or attempt.size or 1
                 else:
                     attempt.status = (result or {}).get("status", "completed")
                     attempt.reason = (result or {}).get("failure_reason")
@@ -435,10 +455,12 @@ class CampaignState:
 
     @property
     def running_at_crash(self) -> list[TrialRecord]:
-        """Trials whose last attempt started and never ended (running or interrupted): to re-run
-        once each, as attempt ``record.next_attempt``."""
+        """Trials whose last attempt started and never ended (running or interrupted), or failed
+        with a re-run decided but not started (retrying): to re-run once each, as attempt
+        ``record.next_attempt``."""
         return [
-            r for _, r in sorted(self.trials.items()) if r.status in ("running", "interrupted")
+            r for _, r in sorted(self.trials.items())
+            if r.status in ("running", "interrupted", "retrying")
         ]
 
     @property
@@ -452,8 +474,9 @@ class CampaignState:
 
     @property
     def counts(self) -> dict[str, int]:
-        """Number of trials per status (final statuses, ``running``, ``interrupted``, ``suggested``)."""
-        out = {s: 0 for s in (*FINAL_STATUSES, "running", "interrupted", "suggested")}
+        """Number of trials per status (final statuses, ``running``, ``interrupted``, ``retrying``,
+        ``suggested``)."""
+        out = {s: 0 for s in (*FINAL_STATUSES, "running", "interrupted", "retrying", "suggested")}
         for record in self.trials.values():
             out[record.status] += 1
         return out

@@ -4,7 +4,8 @@ It reads ``journal.jsonl`` (or, when there is none, ``results.csv``) so it works
 copied to another machine, while the campaign runs or after it stopped:
 
 * the summary: trials by status, the best trial, the top-N trials with their hyperparameters,
-  total slot-hours and utilisation (busy slot-time over slot-time available while the campaign ran);
+  total slot-hours and utilisation (busy slot-time over slot-time available while the campaign ran),
+  and the cost model's own prediction error (:func:`prediction_error`);
 * ``report/objective.png``: objective per trial in finishing order, failures marked, best-so-far;
 * ``report/gantt.png``: slots over time, one bar per trial attempt, coloured by status.
 """
@@ -22,11 +23,13 @@ from hpo.journal import AttemptRecord, CampaignState, TrialRecord, read_journal
 
 __all__ = [
     "CampaignSummary",
+    "PredictionError",
     "ReportFiles",
     "format_summary",
     "load_state",
     "plot_gantt",
     "plot_objective",
+    "prediction_error",
     "summarize",
     "write_report",
 ]
@@ -92,6 +95,46 @@ def _state_from_results_csv(path: Path) -> CampaignState:
 
 
 # -- summary ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PredictionError:
+    """The cost model's own error: ``|log(predicted / actual)|`` slot-seconds over the completed trial
+    attempts whose start journaled a prediction (``trial_started.predicted_slot_s``); ``recorded``
+    counts every attempt with a prediction (0: a journal written before predictions were kept)."""
+
+    count: int
+    median: float | None
+    p90: float | None
+    recorded: int = 0
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def prediction_error(state: CampaignState) -> PredictionError:
+    """Median and p90 of ``|log(predicted / actual)|`` with actual = slots x the result's wall time."""
+    errors: list[float] = []
+    recorded = 0
+    for record in state.trials.values():
+        for attempt in record.attempts.values():
+            predicted = attempt.predicted_slot_s
+            if predicted is None:
+                continue
+            recorded += 1
+            wall = (attempt.result or {}).get("wall_time_s")
+            if attempt.status != "completed" or not predicted > 0 or not isinstance(wall, (int, float)) or wall <= 0:
+                continue
+            errors.append(abs(math.log(predicted / (_attempt_slots(attempt) * wall))))
+    if not errors:
+        return PredictionError(0, None, None, recorded)
+    errors.sort()
+    return PredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded)
+
+
 @dataclass
 class CampaignSummary:
     """The figures of the report."""
@@ -107,6 +150,7 @@ class CampaignSummary:
     num_slots: int
     finished_reason: str | None = None
     short_names: dict[str, str] = field(default_factory=dict)
+    cost_model_error: PredictionError = field(default_factory=lambda: PredictionError(0, None, None))
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -162,6 +206,7 @@ def summarize(state: CampaignState, top: int = 10) -> CampaignSummary:
         num_slots=num_slots,
         finished_reason=state.finished_reason,
         short_names=_short_names(keys),
+        cost_model_error=prediction_error(state),
     )
 
 
@@ -169,6 +214,15 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def _format_prediction_error(err: PredictionError) -> str:
+    if err.recorded == 0:
+        return "cost model: no predictions recorded"
+    if err.count == 0:
+        return f"cost model: {err.recorded} predictions recorded, no completed trial yet"
+    return (f"cost model error |log(predicted/actual)| slot-seconds over {err.count} completed trials: "
+            f"median {err.median:.4f}, p90 {err.p90:.4f}")
 
 
 def format_summary(summary: CampaignSummary) -> str:
@@ -187,6 +241,7 @@ def format_summary(summary: CampaignSummary) -> str:
     )
     if summary.finished_reason:
         lines.append(f"campaign finished: {summary.finished_reason}")
+    lines.append(_format_prediction_error(summary.cost_model_error))
     if summary.top:
         names = [summary.short_names.get(k, k) for k in summary.param_keys]
         header = ["rank", "trial", "objective", *names, "slots", "wall_s"]

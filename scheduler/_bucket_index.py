@@ -12,6 +12,8 @@ stays O(items) and every operation is amortised O(log n).
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from itertools import repeat
 
 
 class BucketIndex:
@@ -59,25 +61,41 @@ class BucketIndex:
         if len(heap) > 2 * counts[key] + 64:
             self._rebuild(key)
 
-    def set_many(self, items: list[int], key: int) -> None:
-        """:meth:`set` for many items moving to the same bucket (one loop, no call per item)."""
+    def set_many(self, items: list[int] | tuple[int, ...], key: int, old_key: int | None = None) -> None:
+        """:meth:`set` for many items moving to the same bucket. ``old_key``: the bucket every item
+        is in now, when the caller knows it (the keys are then rewritten by one C-level loop)."""
         keys, counts, in_heap = self._key, self._counts, self._in_heap
         searchable = key >= 0 and not (key == 0 and self.skip_zero)
         bit = 1 << key if key >= 0 else 0
         heap = self._heaps[key] if searchable else None
-        for item in items:
-            old = keys[item]
-            if old == key:
-                continue
-            if old >= 0:
-                counts[old] -= 1
-            keys[item] = key
+        if old_key is not None:
+            if old_key == key:
+                return
+            n = len(items)
+            if old_key >= 0:
+                counts[old_key] -= n
+            deque(map(keys.__setitem__, items, repeat(key, n)), maxlen=0)
             if key < 0:
-                continue
-            counts[key] += 1
-            if heap is not None and not in_heap[item] & bit:
-                in_heap[item] |= bit
-                heapq.heappush(heap, item)
+                return
+            counts[key] += n
+            if heap is not None:
+                for item in [item for item in items if not in_heap[item] & bit]:
+                    in_heap[item] |= bit
+                    heapq.heappush(heap, item)
+        else:
+            for item in items:
+                old = keys[item]
+                if old == key:
+                    continue
+                if old >= 0:
+                    counts[old] -= 1
+                keys[item] = key
+                if key < 0:
+                    continue
+                counts[key] += 1
+                if heap is not None and not in_heap[item] & bit:
+                    in_heap[item] |= bit
+                    heapq.heappush(heap, item)
         if heap is not None and len(heap) > 2 * counts[key] + 64:
             self._rebuild(key)
 

@@ -7,10 +7,12 @@ inside as few groups as possible. The pool is the only place that records owners
 policies read it and return decisions, the caller (the MPI runtime or the simulator) applies them
 with :meth:`ResourcePool.allocate` and :meth:`ResourcePool.release`.
 
-Cost: nodes are kept in buckets by free-slot count and groups in buckets by whole-free-node count
-(:class:`scheduler._bucket_index.BucketIndex`), so finding a place for a trial of ``n`` slots costs
-O(slots_per_node + log nodes) for a sub-node trial and O(n / slots_per_node + groups touched x
-node_group_size + log nodes) for a multi-node trial, never a scan of the whole machine.
+Cost: nodes are kept in buckets by free-slot count (:class:`scheduler._bucket_index.BucketIndex`), so
+a sub-node trial is placed in O(slots_per_node + log nodes). Whole-free nodes are also flagged in a
+numpy array with a count per group: a multi-node trial is placed by a few vectorised operations over
+the groups that have whole free nodes, and is handed out as :class:`WholeNodes` (its slot ids plus its
+node ids), so allocating and releasing it costs O(its nodes), never a Python loop over its slots or
+a scan of the whole machine in Python.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from contextlib import contextmanager
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -31,6 +33,30 @@ DEFAULT_NODE_GROUP_SIZE = 32
 
 class ResourceError(RuntimeError):
     """An allocation that would double-book a slot, or a release of something not held."""
+
+
+class WholeNodes(tuple):
+    """The slot ids of whole nodes, node after node (a plain tuple of ints to every reader), with
+    the node ids kept in :attr:`nodes`.
+
+    :meth:`ResourcePool.pick` returns one for a multi-node trial; :meth:`ResourcePool.allocate`,
+    :meth:`ResourcePool.release` and the placement policies then update per-node state from
+    ``nodes`` (256 entries for a 256-node trial) instead of looking at each of its 2,048 slots.
+    """
+
+    nodes: tuple[int, ...]
+    slots_per_node: int
+
+    def __new__(cls, nodes: Sequence[int] | np.ndarray, slots_per_node: int) -> "WholeNodes":
+        arr = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        slots = (arr[:, None] * slots_per_node + np.arange(slots_per_node)).ravel().tolist()
+        self = super().__new__(cls, slots)
+        self.nodes = tuple(arr.tolist())
+        self.slots_per_node = slots_per_node
+        return self
+
+    def __reduce__(self):  # pickles (MPI messages, multiprocessing) as what it is
+        return (WholeNodes, (self.nodes, self.slots_per_node))
 
 
 @dataclass
@@ -63,15 +89,13 @@ class ResourcePool:
         for node in range(self.num_nodes):
             self._by_free.set(node, spn)
         self.num_groups = (self.num_nodes + g - 1) // g
-        self._whole_in_group = [len(self.nodes_of_group(gr)) for gr in range(self.num_groups)]
-        self._groups = BucketIndex(self.num_groups, g, skip_zero=True)
-        for gr in range(self.num_groups):
-            self._groups.set(gr, self._whole_in_group[gr])
-        self._local = np.arange(spn)
+        # whole-free nodes in service: a flag per node (padded to whole groups) and a count per group
+        self._whole = np.zeros(self.num_groups * g, dtype=bool)
+        self._whole[: self.num_nodes] = True
+        self._whole_in_group = self._whole.reshape(self.num_groups, g).sum(axis=1)
         self._busy = 0
         self._planned: dict[int, tuple[int, ...]] = {}  # tentative allocations (see tentative())
-        self._node_slots = [tuple(range(nd * spn, nd * spn + spn)) for nd in range(self.num_nodes)]
-        self._tentative: list[list[tuple[int, tuple[int, ...], dict[int, int], bool]]] = []
+        self._tentative: list[list[tuple[int, tuple[int, ...], dict[int, int] | None, bool]]] = []
         self.drain_version = 0  # bumped by every drain/undrain (policies cache per-node state)
 
     # -- queries ---------------------------------------------------------------------------------
@@ -141,6 +165,18 @@ class ResourcePool:
             return self._by_free.first_key_at_least(n) is not None
         return n % spn == 0 and self.whole_free_nodes >= n // spn
 
+    def free_histogram(self, nodes: Iterable[int]) -> list[int]:
+        """How many of ``nodes`` have 0, 1, ..., slots_per_node free slots (drained nodes count as
+        0 free); O(len(nodes)) in C."""
+        hist = [0] * (self.slots_per_node + 1)
+        nodes = list(nodes)
+        for free, n in Counter(map(self._free_per_node.__getitem__, nodes)).items():
+            hist[free] += n
+        for node in self._drained.intersection(nodes):
+            hist[self._free_per_node[node]] -= 1
+            hist[0] += 1
+        return hist
+
     def nodes_with_free(self, free: int) -> int:
         """Number of nodes in service with exactly ``free`` free slots (O(1))."""
         return self._by_free.count(free)
@@ -153,8 +189,8 @@ class ResourcePool:
         that still hold ``n`` (packs sub-node trials into partly used nodes), its lowest free slots.
         ``n > slots_per_node`` (a multiple of it): ``n / slots_per_node`` whole free nodes, taken from
         as few network groups as possible (whole free groups first, then the group whose free nodes
-        fit the rest most tightly), lowest node ids first. Nodes in ``exclude`` are not used (cost
-        O(len(exclude)) more).
+        fit the rest most tightly), lowest node ids first, returned as :class:`WholeNodes`. Nodes in
+        ``exclude`` are not used (cost O(len(exclude)) more).
         """
         spn = self.slots_per_node
         if n < 1:
@@ -169,55 +205,59 @@ class ResourcePool:
             return None
         if n % spn:
             raise ValueError(f"a multi-node trial needs a multiple of {spn} slots, got {n}")
-        nodes = self._pick_whole_nodes(n // spn, exclude or frozenset())
-        if nodes is None:
+        nodes = self._pick_whole_nodes(n // spn, exclude)
+        return None if nodes is None else WholeNodes(nodes, spn)
+
+    def _pick_whole_nodes(self, k: int, exclude: set[int] | frozenset[int] | None) -> np.ndarray | None:
+        """``k`` whole free nodes by the rule of :meth:`pick`, vectorised over the groups that have
+        whole free nodes (no Python loop over groups or nodes, however scattered the free nodes are).
+
+        The rule takes groups fullest first (ties: lowest id) until the rest fits into one group; that
+        last group is the tightest fit (fewest whole free nodes that still hold the rest, lowest id).
+        """
+        g_size = self.node_group_size
+        if self.whole_free_nodes < k:  # O(1): not enough whole free nodes, excluded ones or not
             return None
-        return tuple(chain.from_iterable(map(self._node_slots.__getitem__, nodes)))
-
-    def _pick_whole_nodes(self, k: int, exclude: set[int] | frozenset[int]) -> list[int] | None:
-        spn, g_size = self.slots_per_node, self.node_group_size
-        hidden: dict[int, int] = {}  # group -> excluded whole-free nodes in it
-        for node in exclude:
-            if self._by_free.key_of(node) == spn:
-                group = self.group_of(node)
-                hidden[group] = hidden.get(group, 0) + 1
-        if self.whole_free_nodes - sum(hidden.values()) < k:
+        whole, counts = self._whole, self._whole_in_group
+        if exclude:
+            ex = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
+            ex = ex[whole[ex]]
+            if ex.size:
+                whole = whole.copy()
+                whole[ex] = False
+                counts = counts - np.bincount(ex // g_size, minlength=self.num_groups)
+        if k <= g_size:  # one group may hold them all: the tightest fit, lowest id among equals
+            fitting = np.where(counts >= k, counts, g_size + 1)
+            group = int(np.argmin(fitting))
+            if fitting[group] <= g_size:
+                return np.flatnonzero(whole[group * g_size: (group + 1) * g_size])[:k] + group * g_size
+        groups = np.flatnonzero(counts)
+        c = counts[groups]
+        if int(c.sum()) < k:
             return None
-        skip = set(hidden)  # groups found through `hidden`, not through the buckets
-        taken: set[int] = set()
-
-        def group_with(key: int) -> int | None:
-            best = self._groups.lowest_excluding(key, skip | taken) if self._groups.count(key) else None
-            for group, h in hidden.items():
-                if group not in taken and self._whole_in_group[group] - h == key and (best is None or group < best):
-                    best = group
-            return best
-
-        nodes: list[int] = []
-        remaining = k
-        while remaining > 0:
-            group = None
-            for key in range(min(remaining, g_size), g_size + 1):  # tightest group that holds the rest
-                group = group_with(key)
-                if group is not None:
-                    break
-            if group is None:  # no single group holds the rest: the fullest one
-                for key in range(min(remaining, g_size) - 1, 0, -1):
-                    group = group_with(key)
-                    if group is not None:
-                        break
-            if group is None:
-                raise AssertionError("whole-free node count and group buckets disagree")
-            taken.add(group)
-            keys = self._by_free._key
-            members = self.nodes_of_group(group)
-            free_nodes = [nd for nd in members if keys[nd] == spn and nd not in exclude] if exclude \
-                else [nd for nd in members if keys[nd] == spn]
-            nodes.extend(free_nodes[:remaining])
-            remaining -= min(remaining, len(free_nodes))
-        return nodes
+        order = np.argsort(-c, kind="stable")  # fullest first, lowest id among equals
+        groups, c = groups[order], c[order]
+        rest = k - (np.cumsum(c) - c)  # nodes still needed when group i is considered
+        fits_rest = (rest > 0) & (rest < g_size) & (c >= rest)
+        if fits_rest.any():
+            i = int(np.argmax(fits_rest))
+            # the groups at i.. that hold the rest are a run of c >= rest; its last count is the
+            # tightest fit, and the first group with that count has the lowest id
+            neg = -c
+            end = int(np.searchsorted(neg, -rest[i], side="right"))
+            tight = int(np.searchsorted(neg, neg[end - 1], side="left"))
+            taken = np.append(groups[:i], groups[max(tight, i)])
+        else:  # whole groups (and fullest ones) fill k exactly
+            taken = groups[: int(np.searchsorted(np.cumsum(c), k)) + 1]
+        rows, cols = np.nonzero(whole.reshape(self.num_groups, g_size)[taken])
+        return (taken[rows] * g_size + cols)[:k]
 
     # -- changes ---------------------------------------------------------------------------------
+    def _mark_whole(self, node: int, is_whole: bool) -> None:
+        """Record that ``node`` (in service) became whole-free or stopped being so."""
+        self._whole[node] = is_whole
+        self._whole_in_group[node // self.node_group_size] += 1 if is_whole else -1
+
     def _set_node_free(self, node: int, free: int) -> None:
         """Update the free count of ``node`` and every index that depends on it."""
         old = self._free_per_node[node]
@@ -228,32 +268,21 @@ class ResourcePool:
         self._by_free.set(node, free)
         spn = self.slots_per_node
         if (old == spn) != (free == spn):
-            group = self.group_of(node)
-            self._whole_in_group[group] += 1 if free == spn else -1
-            self._groups.set(group, self._whole_in_group[group])
+            self._mark_whole(node, free == spn)
 
     def _node_counts(self, slots: tuple[int, ...]) -> dict[int, int]:
-        """Slots per node of an allocation (vectorised for large ones)."""
+        """Slots per node of an allocation given as slot ids (vectorised for large ones)."""
         spn = self.slots_per_node
         if len(slots) <= 64:
             return Counter(map(spn.__rfloordiv__, slots))  # slot // slots_per_node, in C
-        idx = np.fromiter(slots, np.int64, len(slots))
-        if len(slots) % spn == 0:  # whole nodes in slot order (what pick returns)?
-            firsts = idx[::spn]
-            if np.array_equal(idx.reshape(-1, spn), firsts[:, None] + self._local) and not (firsts % spn).any():
-                return dict.fromkeys((firsts // spn).tolist(), spn)
-        nodes, counts = np.unique(idx // spn, return_counts=True)
+        nodes, counts = np.unique(np.fromiter(slots, np.int64, len(slots)) // spn, return_counts=True)
         return dict(zip(nodes.tolist(), counts.tolist()))
 
     def _apply(self, counts: dict[int, int], sign: int) -> None:
-        """Change the free counts of several nodes; group buckets are updated once per group."""
-        spn, g_size = self.slots_per_node, self.node_group_size
+        """Change the free counts of several nodes (``counts``: slots per node)."""
+        spn = self.slots_per_node
         free_per_node, drained = self._free_per_node, self._drained
-        if len(counts) > 8 and not drained and min(counts.values()) == spn:
-            self._apply_whole_nodes(list(counts), sign)
-            return
         set_key = self._by_free.set
-        groups_changed: dict[int, int] = {}
         delta_total = 0
         for node, count in counts.items():
             old = free_per_node[node]
@@ -264,48 +293,65 @@ class ResourcePool:
             delta_total += new - old
             set_key(node, new)
             if old == spn or new == spn:
-                group = node // g_size
-                groups_changed[group] = groups_changed.get(group, 0) + (1 if new == spn else -1)
+                self._mark_whole(node, new == spn)
         self._free_total += delta_total
-        for group, delta in groups_changed.items():
-            if delta:
-                self._whole_in_group[group] += delta
-                self._groups.set(group, self._whole_in_group[group])
 
-    def _apply_whole_nodes(self, nodes: list[int], sign: int) -> None:
-        """Fast path of :meth:`_apply`: whole nodes taken (sign -1) or given back (+1)."""
+    def _apply_slots(self, slots: tuple[int, ...], counts: dict[int, int] | None, sign: int) -> None:
+        """Take (sign -1) or give back (+1) an allocation; ``counts`` is None for :class:`WholeNodes`."""
+        if counts is not None:
+            self._apply(counts, sign)
+        elif self._drained and not self._drained.isdisjoint(slots.nodes):  # type: ignore[attr-defined]
+            self._apply(dict.fromkeys(slots.nodes, self.slots_per_node), sign)  # type: ignore[attr-defined]
+        else:
+            self._apply_whole_nodes(slots.nodes, sign)  # type: ignore[attr-defined]
+
+    def _apply_whole_nodes(self, nodes: tuple[int, ...], sign: int) -> None:
+        """Whole nodes in service taken (sign -1) or given back (+1): bucket moves in one loop, the
+        whole-node flags and group counts vectorised."""
         spn = self.slots_per_node
-        new = 0 if sign < 0 else spn
-        free_per_node = self._free_per_node
-        for node in nodes:
-            free_per_node[node] = new
+        new, old = (0, spn) if sign < 0 else (spn, 0)
+        deque(map(self._free_per_node.__setitem__, nodes, repeat(new, len(nodes))), maxlen=0)
         self._free_total += sign * spn * len(nodes)
-        self._by_free.set_many(nodes, new)
-        for group, n in Counter(map(self.node_group_size.__rfloordiv__, nodes)).items():
-            self._whole_in_group[group] += sign * n
-            self._groups.set(group, self._whole_in_group[group])
+        self._by_free.set_many(nodes, new, old_key=old)
+        idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
+        self._whole[idx] = sign > 0
+        np.add.at(self._whole_in_group, idx // self.node_group_size, sign)
 
     def allocate(self, trial_id: int, slots: Iterable[int]) -> tuple[int, ...]:
-        """Give ``slots`` to ``trial_id`` (every slot free, on nodes in service, no repeats).
+        """Give ``slots`` to ``trial_id`` (every slot free, on nodes in service, no repeats);
+        returns them as a tuple (the :class:`WholeNodes` itself when given one).
 
         Inside :meth:`tentative` the planning policy's choices are trusted: they come from
         :meth:`pick` on this pool, so the per-slot checks are skipped and a multi-node allocation
         (whole nodes, never searched slot by slot again) updates only the node indexes.
         """
-        slots = tuple(slots)
+        spn = self.slots_per_node
+        whole = isinstance(slots, WholeNodes) and slots.slots_per_node == spn
+        slots = slots if whole else tuple(slots)  # type: ignore[assignment]
         if not slots:
             raise ResourceError(f"trial {trial_id}: empty allocation")
         if trial_id in self._held or trial_id in self._planned:
             raise ResourceError(f"trial {trial_id} already holds slots {self.held_by(trial_id)}")
-        counts = self._node_counts(slots)
+        counts = None if whole else self._node_counts(slots)
         if self._tentative:
-            per_slot = len(counts) == 1 or min(counts.values()) < self.slots_per_node
+            per_slot = not whole
             if per_slot:
                 self._owner.update(dict.fromkeys(slots, trial_id))
-            self._apply(counts, -1)
+            self._apply_slots(slots, counts, -1)
             self._planned[trial_id] = slots
             self._tentative[-1].append((trial_id, slots, counts, per_slot))
             return slots
+        if whole:
+            self._check_whole_nodes(trial_id, slots.nodes)  # type: ignore[attr-defined]
+        else:
+            self._check_slots(trial_id, slots, counts)  # type: ignore[arg-type]
+        self._owner.update(dict.fromkeys(slots, trial_id))
+        self._apply_slots(slots, counts, -1)
+        self._held[trial_id] = slots
+        self._busy += len(slots)
+        return slots
+
+    def _check_slots(self, trial_id: int, slots: tuple[int, ...], counts: dict[int, int]) -> None:
         if len(set(slots)) != len(slots):
             raise ResourceError(f"trial {trial_id}: repeated slot in {slots}")
         total, owner = self.total_slots, self._owner
@@ -318,11 +364,22 @@ class ResourcePool:
         for node in counts:
             if node in self._drained:
                 raise ResourceError(f"trial {trial_id}: slot on drained node {node}")
-        owner.update(dict.fromkeys(slots, trial_id))
-        self._apply(counts, -1)
-        self._held[trial_id] = slots
-        self._busy += len(slots)
-        return slots
+
+    def _check_whole_nodes(self, trial_id: int, nodes: tuple[int, ...]) -> None:
+        """A whole-node allocation is valid when its nodes are distinct, exist, are in service and
+        have every slot free (O(nodes), no look at each slot)."""
+        if len(set(nodes)) != len(nodes):
+            raise ResourceError(f"trial {trial_id}: repeated node in {nodes}")
+        if min(nodes) < 0 or max(nodes) >= self.num_nodes:
+            bad = next(nd for nd in nodes if not 0 <= nd < self.num_nodes)
+            raise ResourceError(f"trial {trial_id}: node {bad} outside 0..{self.num_nodes - 1}")
+        spn, free_per_node = self.slots_per_node, self._free_per_node
+        for node in nodes:
+            if node in self._drained:
+                raise ResourceError(f"trial {trial_id}: slot on drained node {node}")
+            if free_per_node[node] != spn:
+                s = next(s for s in self.slots_of_node(node) if s in self._owner)
+                raise ResourceError(f"trial {trial_id}: slot {s} already held by trial {self._owner[s]}")
 
     def release(self, trial_id: int) -> tuple[int, ...]:
         if trial_id not in self._held:
@@ -333,7 +390,8 @@ class ResourcePool:
         slots = self._held.pop(trial_id)
         self._busy -= len(slots)
         deque(map(self._owner.pop, slots), maxlen=0)  # C-level loop
-        self._apply(self._node_counts(slots), +1)
+        whole = isinstance(slots, WholeNodes) and slots.slots_per_node == self.slots_per_node
+        self._apply_slots(slots, None if whole else self._node_counts(slots), +1)
         return slots
 
     @contextmanager
@@ -352,7 +410,7 @@ class ResourcePool:
             for trial_id, slots, counts, per_slot in reversed(self._tentative.pop()):
                 if per_slot:
                     deque(map(self._owner.pop, slots), maxlen=0)
-                self._apply(counts, +1)
+                self._apply_slots(slots, counts, +1)
                 del self._planned[trial_id]
 
     def drain(self, node: int) -> None:

@@ -7,7 +7,8 @@ closest to the target duration in log ratio (ties: the smaller size). If no size
 largest one is chosen and flagged.
 
 :class:`CostModelSizer` adapts this to the MPI runtime's sizer protocol
-(``size(params) -> (slots, seconds)``, ``observe(...)``, ``larger_than(slots)``).
+(``choose(params) -> SizedTrial``, ``size(params) -> (slots, seconds)``, ``observe(...)``,
+``larger_than(slots)``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,26 @@ class SizeChoice:
     memory_per_slot_gb: float
     fits_memory: bool
     alternatives: tuple[tuple[int, float], ...] = ()  # larger sizes that fit memory: (slots, seconds)
+
+
+@dataclass(frozen=True)
+class SizedTrial:
+    """What placement needs about a candidate: its size, the predicted wall time there, and the
+    wider sizes it may run at instead (moldable), as ``(slots, predicted seconds)`` ascending."""
+
+    slots: int
+    predicted_seconds: float
+    alternatives: tuple[tuple[int, float], ...] = ()
+
+    def seconds_at(self, slots: int) -> float:
+        """Predicted wall time on ``slots`` slots: the sizer's own figure for its size and the
+        alternatives, else ideal scaling from its size (a size it did not offer)."""
+        if slots == self.slots:
+            return self.predicted_seconds
+        for n, seconds in self.alternatives:
+            if n == slots:
+                return seconds
+        return self.predicted_seconds * self.slots / slots
 
 
 def default_sizes(slots_per_node: int, max_nodes: int) -> list[int]:
@@ -113,14 +134,20 @@ class CostModelSizer:
         except CostModelError:
             return None
 
-    def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
-        """(slots, predicted seconds) for a candidate."""
+    def choose(self, params: Mapping[str, Any]) -> SizedTrial:
+        """Size, predicted seconds and the wider sizes (that fit memory) of a candidate; an
+        unreadable config gets the smallest size and no alternatives."""
         features = self._features(params)
         if features is None:
             mean = self._sum / self._n if self._n else self.fallback_seconds
-            return self.sizer.sizes[0], mean
+            return SizedTrial(self.sizer.sizes[0], mean)
         choice = self.sizer.choose(features)
-        return choice.slots, choice.predicted_seconds
+        return SizedTrial(choice.slots, choice.predicted_seconds, choice.alternatives)
+
+    def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
+        """(slots, predicted seconds) for a candidate."""
+        sized = self.choose(params)
+        return sized.slots, sized.predicted_seconds
 
     def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
         """Learn from a finished trial (only successful ones with a positive wall time)."""

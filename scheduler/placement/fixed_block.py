@@ -9,7 +9,7 @@ trial's own ``slots`` as useful work (the rest of the block idles), as in the AN
 from __future__ import annotations
 
 from scheduler.placement.base import Decision, PlacementPolicy
-from scheduler.resources import ResourcePool
+from scheduler.resources import ResourcePool, WholeNodes
 
 
 class FixedBlockPolicy(PlacementPolicy):
@@ -47,8 +47,8 @@ class FixedBlockPolicy(PlacementPolicy):
             if need > len(free):
                 break  # FIFO: the head waits for its block(s)
             chosen, free = free[:need], free[need:]
-            slots = tuple(s for b in chosen for nd in range(b * self.block_nodes, (b + 1) * self.block_nodes)
-                          for s in pool.slots_of_node(nd))
+            slots = WholeNodes([nd for b in chosen for nd in range(b * self.block_nodes, (b + 1) * self.block_nodes)],
+                               spn)
             decisions.append(Decision(req.trial_id, slots))
             del self._pending[req.trial_id]
         return decisions

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scheduler.placement.base import Decision, PlacementPolicy, TrialRequest
-from scheduler.resources import ResourcePool
+from scheduler.resources import ResourcePool, WholeNodes
 
 MIN_PREDICTED_S = 1e-6  # predictions below this are raised to it (work ordering needs > 0)
 UNKNOWN_END = np.inf  # slots held by trials this policy did not start (never assumed to free up)
@@ -98,7 +98,6 @@ class _EndTimes:
 
     def __init__(self, pool: ResourcePool) -> None:
         self.spn = pool.slots_per_node
-        self._local = np.arange(self.spn)
         self.num_nodes = pool.num_nodes
         self.ends = np.full((pool.num_nodes, self.spn), -np.inf)
         self.sorted = self.ends.copy()
@@ -109,14 +108,13 @@ class _EndTimes:
         self.rebuild(pool)
 
     def _set(self, slots: tuple[int, ...], value: float) -> None:
+        if isinstance(slots, WholeNodes) and slots.slots_per_node == self.spn:
+            rows = np.fromiter(slots.nodes, dtype=np.int64, count=len(slots.nodes))
+            self.ends[rows] = value
+            self.sorted[rows] = value
+            return
         spn = self.spn
         idx = np.fromiter(slots, dtype=np.int64, count=len(slots))
-        if len(slots) % spn == 0 and len(slots) > spn:  # whole nodes in slot order (what pick returns)?
-            rows = idx[::spn] // spn
-            if np.array_equal(idx.reshape(-1, spn), rows[:, None] * spn + self._local):
-                self.ends[rows] = value
-                self.sorted[rows] = value
-                return
         self.ends.flat[idx] = value
         rows = np.unique(idx // spn)
         self.sorted[rows] = np.sort(self.ends[rows], axis=1)
@@ -289,12 +287,14 @@ class LoadAwarePolicy(PlacementPolicy):
         k = head.slots // spn
         if head.slots % spn or k > pool.num_nodes:
             return None
-        t = self._ends.node_free_times(spn, now)[::-1]  # reversed: ties go to high node ids, which
-        idx = np.argpartition(t, k - 1)[:k]             # lowest-id-first picks reach last
-        start = float(t[idx].max())
+        t = self._ends.node_free_times(spn, now)
+        start = float(np.partition(t, k - 1)[k - 1])  # the k-th earliest node
         if not np.isfinite(start):
             return None
-        return Reservation(head.trial_id, start, frozenset((pool.num_nodes - 1 - idx).tolist()))
+        early, ties = np.flatnonzero(t < start), np.flatnonzero(t == start)
+        # ties go to the highest node ids, which lowest-id-first picks reach last
+        nodes = np.concatenate((early, ties[len(ties) - (k - len(early)):]))
+        return Reservation(head.trial_id, start, frozenset(nodes.tolist()))
 
     def _backfill(self, pool: ResourcePool, now: float, head: TrialRequest, decisions: list[Decision]) -> None:
         res = self._reserve(pool, head, now)
@@ -307,9 +307,7 @@ class LoadAwarePolicy(PlacementPolicy):
             reserved = res.nodes
             window = res.start - now
         spn = pool.slots_per_node
-        res_count = [0] * (spn + 1)  # reserved nodes by their current free count
-        for node in reserved:
-            res_count[pool.free_on_node(node)] += 1
+        res_count = pool.free_histogram(reserved)  # reserved nodes by their current free count
 
         def fits_open(size: int) -> bool:
             if size <= spn:
@@ -339,7 +337,8 @@ class LoadAwarePolicy(PlacementPolicy):
                     lambda n, sec: pool.can_fit(n) if sec <= window else fits_open(n))
                 short = seconds <= window
             slots = self._place(pool, size, short, reserved, res_count)
-            before = {nd: pool.free_on_node(nd) for nd in {pool.node_of(s) for s in slots} if nd in reserved}
+            nodes = slots.nodes if isinstance(slots, WholeNodes) else {pool.node_of(s) for s in slots}
+            before = {nd: pool.free_on_node(nd) for nd in nodes if nd in reserved}
             self._start(pool, req, slots, now, decisions, seconds)
             for nd, free in before.items():
                 res_count[free] -= 1
@@ -378,8 +377,9 @@ class LoadAwarePolicy(PlacementPolicy):
                 if whole:
                     rest = k - len(whole)
                     extra = pool.pick(rest * spn, exclude=reserved) if rest else ()
-                    if extra is not None:
-                        return tuple(s for nd in whole for s in pool.slots_of_node(nd)) + tuple(extra)
+                    if extra is not None:  # whole free nodes (one node's worth comes as plain slot ids)
+                        more = list(extra.nodes) if isinstance(extra, WholeNodes) else [s // spn for s in extra[::spn]]
+                        return WholeNodes(whole + more, spn)
         slots = pool.pick(size, exclude=None if short else reserved)
         if slots is None:
             raise AssertionError(f"size {size} was eligible but no slots were found")

@@ -31,15 +31,16 @@ from scheduler.runtime.messages import (
     Shutdown,
     StartTrial,
 )
+from scheduler.runtime.polling import Backoff
 from scheduler.runtime.trial_process import (
     GPU_VISIBILITY_VARS,
     TrialProcess,
     device_binding,
     make_launcher,
     part_exited,
+    write_config,
 )
 
-IDLE_WAIT_S = 0.001  # no trial running: poll for a start message this often
 RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
 #                        this often (only KillTrial/Shutdown can arrive while the slot is busy)
 
@@ -63,6 +64,7 @@ class Agent:
         binding = device_binding(device, me.inherited_devices, assignment.local_index)
         self.launcher = make_launcher(launcher.kind, binding, list(launcher.preload))
         self.procs: dict[tuple[int, int], TrialProcess] = {}
+        self.backoff = Backoff()  # idle: poll fast right after a trial ended (a start follows)
         self._sends: list = []
 
     # -- messages ----------------------------------------------------------------------------------
@@ -72,6 +74,7 @@ class Agent:
 
     def _handle_start(self, msg: StartTrial) -> None:
         try:
+            write_config(msg)
             proc = self.launcher.launch(msg)
         except OSError as exc:
             now = time.time()
@@ -114,6 +117,7 @@ class Agent:
             proc.close()
             del self.procs[key]
             self._report(part_exited(proc, self.rank, code, time.time()))
+            self.backoff.activity()
 
     def _shutdown(self, reason: str) -> None:
         """Kill what still runs (nothing, after a normal end) and wait for it; no reports: rank 0
@@ -139,7 +143,7 @@ class Agent:
                 if self.procs:
                     self.launcher.wait(list(self.procs.values()), RUNNING_WAIT_S)
                 else:
-                    time.sleep(IDLE_WAIT_S)
+                    self.backoff.sleep()
                 self._check_processes()
                 stop = self._drain_messages()
                 if stop is not None:

@@ -79,7 +79,7 @@ class ForkServerLauncher(Launcher):
         self._early_exits: dict[int, int] = {}  # exits read before the reply with that pid
         try:
             self.server = subprocess.Popen(
-                [python, "-m", "scheduler.runtime.zygote", *self.preload],
+                [python, str(Path(__file__).with_name("zygote.py")), *self.preload],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=trial_env(dict(os.environ), binding),
                 preexec_fn=_load_prctl(), close_fds=True,
             )

@@ -70,6 +70,7 @@ class StartTrial:
     init_method: str | None  # torch.distributed rendezvous for world_size > 1
     device: str  # "cpu" | "gpu"
     read_result: bool  # True on the process whose run directory result.json belongs to (rank 0)
+    config_json: str | None = None  # set for a new trial: the agent writes config_path (if absent)
 
 
 @dataclass(frozen=True)

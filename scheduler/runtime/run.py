@@ -142,8 +142,12 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         rerun = []
         for record in state.running_at_crash[:room]:
             last = record.last_attempt
-            size = last.size if last is not None and last.size in sizes else sizes[0]
-            rerun.append(TrialSpec(record.trial_id, dict(record.params), record.next_attempt, size))
+            size = last.retry_size or last.size if last is not None else 0
+            size = size if size in sizes else sizes[0]
+            retried = [a for a in record.attempts.values() if a.retry_size is not None]
+            rerun.append(TrialSpec(record.trial_id, dict(record.params), record.next_attempt, size,
+                                   retries_used=sum(a.retry_size <= a.size for a in retried),
+                                   oom_retried=any(a.retry_size > a.size for a in retried)))
         unstarted = [TrialSpec(r.trial_id, dict(r.params), 0, sizer.size(r.params)[0])
                      for r in state.suggested_only[:room - len(rerun)]]
         again = rerun + unstarted

@@ -1,21 +1,20 @@
 """Rank 0 of a campaign: candidates -> size -> placement -> start messages; reports -> journal -> tell.
 
-One loop, single-threaded, one fsync per turn::
+One loop, single-threaded (a syncer thread only fsyncs the journal)::
 
     receive PartExited reports (finish a trial when all its processes reported; kill the rest of a
         multi-slot trial when one of its processes failed)
-    top up the placement queue to pool_factor x free slots from the CandidatePool (never waits for
-        the optimizer: the pool asks in batches)
-    policy.schedule(pool) -> allocate slots, journal trial_started, send StartTrial to the agents
-    commit: hand this turn's events to the journal writer, send the start messages, tell the
-        optimizer the outcomes
+    policy.schedule(pool) on the candidates already waiting -> allocate slots, journal trial_started
+    commit: write this turn's events to the journal, send the start messages (a new trial's agents
+        write its config.json), tell the optimizer the outcomes
+    top up the placement queue to pool_factor x max(free slots, 1) from the CandidatePool (never
+        waits for the optimizer: the pool asks in batches); schedule and commit again
     every few seconds: progress line, results.csv
-    sleep a moment only when nothing happened
+    sleep a moment only when nothing happened (0.2 ms soon after activity, else 1 ms: polling.py)
 
-The journal is written by a background thread (group commit, see
-:mod:`scheduler.runtime.journal_writer`): rank 0 never waits for the disk. Each turn's events are
-handed over before the turn's start messages leave; a crash loses at most the last unsynced batch,
-which after ``--resume`` looks exactly like a crash a moment earlier (those trials are re-run).
+The journal lines are written before a turn's start messages leave and fsync'ed by a background
+thread (see :mod:`scheduler.runtime.journal_writer`): rank 0 never waits for the disk. A crash of
+the machine loses at most the last unsynced lines, which after ``--resume`` looks exactly like a crash a moment earlier (those trials are re-run).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import Any, Callable
 
 from hpo.objective import objective_value
 from hydragnn_ensemble.result import TrialResult
-from scheduler.placement.base import PlacementPolicy, TrialRequest
+from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import ResourcePool
 from scheduler.runtime.campaign_dir import CampaignDir
 from scheduler.runtime.layout import ClusterLayout
@@ -44,11 +43,12 @@ from scheduler.runtime.messages import (
     Shutdown,
     StartTrial,
 )
+from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
-from scheduler.runtime.sizing import TrialSizer
+from scheduler.runtime.sizing import TrialSizer, trial_request
+from scheduler.sizing import SizedTrial
 from scheduler.runtime.trial_process import OOM_REASON, kill_margin_s, merge_parts
 
-POLL_SLEEP_S = 0.001  # rank 0 sleeps this long when a loop turn found nothing to do
 RESULTS_CSV_EVERY_S = 5.0
 MIN_TRIALS_FOR_THRESHOLD = 8
 
@@ -64,6 +64,7 @@ class TrialSpec:
     suggestion_id: int | None = None  # None: suggested in an earlier run -> tell_past when it ends
     retries_used: int = 0
     oom_retried: bool = False
+    sized: SizedTrial | None = None  # the sizer's answer (size, prediction, wider sizes); None: ask it
 
 
 @dataclass
@@ -158,6 +159,10 @@ class SchedulerRank:
         self.progress = progress
         self.rpool: ResourcePool = layout.make_pool()
         self.next_trial_id = history.next_trial_id
+        # trial ids from here on have no directory yet: their agents create it and write the config
+        # (a crashed run may have left directories of trials it suggested but never journaled)
+        leftovers = [int(n) for n in os.listdir(cdir.trials) if n.isdigit()] if cdir.trials.is_dir() else []
+        self._new_dirs_from = max([self.next_trial_id, *(i + 1 for i in leftovers)])
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
         self.finished = history.finished
@@ -167,6 +172,7 @@ class SchedulerRank:
         self.failure_reasons: list[tuple[str, str]] = list(history.failure_reasons)  # (reason, log tail)
         self.time_used_before_s = history.time_used_s
         self.t_start = time.time()
+        self._backoff = Backoff()  # sleep when a loop turn found nothing to do
         self.stop_reason: str | None = None
         self.stopped_by_failures = False
         self.failure_message: str | None = None
@@ -223,32 +229,40 @@ class SchedulerRank:
     # -- candidates and placement ------------------------------------------------------------------
     def _submit(self, spec: TrialSpec) -> None:
         self.waiting[spec.trial_id] = spec
-        _, predicted = self.sizer.size(spec.params)
-        self.policy.submit(TrialRequest(spec.trial_id, spec.size, predicted_seconds=predicted,
-                                        submit_time=time.time()))
+        if spec.sized is None:
+            spec.sized = self.sizer.choose(spec.params)
+        self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, time.time()))
 
     def _top_up(self) -> None:
-        target = math.ceil(self.cfg.pool_factor * self.rpool.free_slots)
+        # at least pool_factor candidates even when every slot is busy: the next free slot is
+        # filled from the waiting ones at once, before the optimizer is asked again
+        target = math.ceil(self.cfg.pool_factor * max(self.rpool.free_slots, 1))
         n = min(target - len(self.waiting), self._budget_left())
         if n <= 0:
             return
         for sug in self.cpool.take(n):
-            size, _ = self.sizer.size(sug.params)
-            spec = TrialSpec(self.next_trial_id, dict(sug.params), size=size, suggestion_id=sug.suggestion_id)
+            sized = self.sizer.choose(sug.params)
+            spec = TrialSpec(self.next_trial_id, dict(sug.params), size=sized.slots,
+                             suggestion_id=sug.suggestion_id, sized=sized)
             self.next_trial_id += 1
             self._log("trial_suggested", trial_id=spec.trial_id, params=spec.params, attempt=0)
             self._submit(spec)
 
-    def _prepare_dir(self, spec: TrialSpec) -> Path:
-        """trials/<id>/config.json; results and rendezvous files of an earlier attempt moved aside."""
+    def _prepare_dir(self, spec: TrialSpec) -> tuple[Path, str | None]:
+        """The run directory and, for a new trial, the text of its config.json (written by the
+        agents, off rank 0's critical path). For a re-run, or a directory left by a crashed run, rank
+        0 writes the config itself (if missing) and moves the earlier attempt's results aside."""
+        import json
+
         run_dir = self.cdir.trial_dir(spec.trial_id)
+        text = json.dumps(self._make_trial_config(spec.params), indent=2)
+        if spec.attempt == 0 and spec.trial_id >= self._new_dirs_from:
+            return run_dir, text
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg_path = run_dir / "config.json"
         if not cfg_path.exists():
-            import json
-
             tmp = run_dir / "config.json.tmp"
-            tmp.write_text(json.dumps(self._make_trial_config(spec.params), indent=2))
+            tmp.write_text(text)
             os.replace(tmp, cfg_path)
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
         # attempt whose start never reached the journal (crash) as <name>.lost.<ext>
@@ -257,10 +271,10 @@ class SchedulerRank:
             if old.exists():
                 stem, _, ext = old.name.rpartition(".")
                 os.replace(old, run_dir / f"{stem}.{tag}.{ext}")
-        return run_dir
+        return run_dir, None
 
     def _start(self, spec: TrialSpec, slots: tuple[int, ...], now: float) -> None:
-        run_dir = self._prepare_dir(spec)
+        run_dir, config_text = self._prepare_dir(spec)
         world = len(slots)
         init = None
         if world > 1:
@@ -268,8 +282,9 @@ class SchedulerRank:
             rdv.unlink(missing_ok=True)
             init = f"file://{rdv}"
         hosts = [self.rpool.hostname(self.rpool.node_of(s)) for s in slots]
+        predicted = spec.sized.seconds_at(world) * world if spec.sized is not None else None
         self._log("trial_started", trial_id=spec.trial_id, attempt=spec.attempt, slots=list(slots),
-                  hosts=hosts, size=world)
+                  hosts=hosts, size=world, predicted_slot_s=predicted)
         self.running[spec.trial_id] = RunningTrial(spec, slots, now)
         limit = float(self.cfg.trial_time_limit_s)
         self._pending_starts.extend(
@@ -279,7 +294,7 @@ class SchedulerRank:
                 data_path=str(self.cfg.dataset), run_dir=str(run_dir),
                 log_path=str(run_dir / ("train.log" if r == 0 else f"train.rank{r}.log")),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
-                device=self.device, read_result=(r == 0)))
+                device=self.device, read_result=(r == 0), config_json=config_text))
             for r, slot in enumerate(slots))
 
     def _schedule(self, now: float) -> int:
@@ -287,6 +302,7 @@ class SchedulerRank:
         in :meth:`_commit`); returns the number of trials started."""
         for d in self.policy.schedule(self.rpool, now):
             spec = self.waiting.pop(d.trial_id)
+            spec.size = len(d.slots)  # a moldable trial may start wider than it was sized
             self.rpool.allocate(d.trial_id, d.slots)
             self._start(spec, d.slots, now)
         return len({m.trial_id for _, m in self._pending_starts})
@@ -364,7 +380,8 @@ class SchedulerRank:
         if result.status == "failed":
             self._log("trial_failed", trial_id=spec.trial_id, attempt=spec.attempt,
                       reason=result.failure_reason, log_tail=result.log_tail or "",
-                      result=result.to_dict(), will_retry=retry_size is not None)
+                      result=result.to_dict(), will_retry=retry_size is not None,
+                      retry_size=retry_size)
         else:
             self._log("trial_finished", trial_id=spec.trial_id, attempt=spec.attempt,
                       result=result.to_dict())
@@ -438,6 +455,9 @@ class SchedulerRank:
             now = time.time()
             busy = self._receive()
             self._check_time(now)
+            if self.stop_reason is None:  # the critical path first: free slots <- waiting candidates
+                busy = self._schedule(now) > 0 or busy
+                self._commit()
             if self.stop_reason is None:
                 self._top_up()
                 busy = self._schedule(now) > 0 or busy
@@ -454,8 +474,9 @@ class SchedulerRank:
             spent = time.perf_counter() - t0
             if busy:
                 self._rank0_busy_s += spent
+                self._backoff.activity()
             else:
-                time.sleep(POLL_SLEEP_S)
+                self._backoff.sleep()
         now = time.time()
         self._log("campaign_finished", reason=self.stop_reason)
         self._flush_journal()

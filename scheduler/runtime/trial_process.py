@@ -73,6 +73,20 @@ def trial_argv(start: StartTrial, python: str = sys.executable) -> list[str]:
     return argv
 
 
+def write_config(start: StartTrial) -> None:
+    """Write the trial's config.json from the start message, unless it exists (every process of a
+    multi-slot trial may write it: same text, atomic rename)."""
+    if start.config_json is None:
+        return
+    path = Path(start.config_path)
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(start.config_json)
+    os.replace(tmp, path)
+
+
 def device_binding(device: str, inherited: dict[str, str], local_index: int) -> dict[str, str]:
     """GPU visibility variables for a trial process on this agent's slot.
 

@@ -1,6 +1,9 @@
 """The fork server of one agent: imports the trial program's heavy modules once, then forks trials.
 
-    python -m scheduler.runtime.zygote MODULE [MODULE ...]
+    python .../scheduler/runtime/zygote.py MODULE [MODULE ...]
+
+(run by path, not with ``-m``, so that it does not import the ``scheduler`` package; like
+``python -m`` it puts the working directory first on ``sys.path``).
 
 A trial process started the classic way (``python -m hydragnn_ensemble train ...``) spends seconds
 importing torch and torch_geometric before it trains (about 6 s of CPU here, more on a parallel file
@@ -221,4 +224,5 @@ def main(modules: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.path[0] = os.getcwd()  # where "python -m PROGRAM" would look first, not this file's folder
     sys.exit(main(sys.argv[1:]))

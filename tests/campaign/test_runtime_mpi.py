@@ -250,6 +250,7 @@ def test_background_journal_writes_batches_in_order(tmp_path: Path) -> None:
                for i in range(5)]
     batches.append([{"event": "campaign_finished", "reason": "done", "time": 7.0}])
     written = [r for b in batches for r in writer.submit(b)]
+    assert read_journal(tmp_path / "journal.jsonl").events == written  # written at once, fsync later
     writer.sync()
     assert read_journal(tmp_path / "journal.jsonl").events == written
     assert [e.get("trial_id") for e in written] == [0, 1, 2, 3, 4, None] and written[-1]["time"] == 7.0

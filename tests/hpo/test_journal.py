@@ -102,7 +102,7 @@ def test_replay_counts_best_running_and_next_id():
     assert state.next_trial_id == 6
     assert state.num_finished == 4 and state.num_completed == 2 and state.num_failed == 2
     assert state.counts == {"completed": 2, "diverged": 1, "timeout": 0, "failed": 1, "running": 1,
-                            "interrupted": 0, "suggested": 1}
+                            "interrupted": 0, "retrying": 0, "suggested": 1}
     assert state.best_trial.trial_id == 2 and state.best_objective == 0.25
     assert state.history() == [(params(0), 0.5), (params(1), None), (params(2), 0.25), (params(3), None)]
     assert state.trials[1].last_attempt.reason == "out of memory"
@@ -183,3 +183,30 @@ def test_event_split_over_two_lines_is_corruption(tmp_path):
                      b'{"event": "campaign_finished", "time": 2.0, "reason": "x"}\n')
     with pytest.raises(JournalCorruptError, match="line 1 is not a JSON event"):
         read_journal(path)
+
+
+def test_a_decided_retry_is_not_a_finished_trial():
+    """A crash between ``trial_failed ... will_retry`` and the retry's start: on resume the trial is
+    re-run (on the decided size), not counted as finished-failed."""
+    events = sample_events()
+    n_finished = CampaignState.replay(events).num_finished
+    events += [
+        {"event": "trial_suggested", "time": 1050.0, "trial_id": 9, "params": params(9), "attempt": 0},
+        {"event": "trial_started", "time": 1051.0, "trial_id": 9, "attempt": 0, "slots": [0], "hosts": ["n0"], "size": 1},
+        {"event": "trial_failed", "time": 1052.0, "trial_id": 9, "attempt": 0, "reason": "killed (SIGKILL, possibly out of memory)",
+         "log_tail": "", "result": result("failed", None), "will_retry": True, "retry_size": 2},
+    ]
+    state = CampaignState.replay(events)
+    record = state.trials[9]
+    assert (record.status, record.finished, record.next_attempt) == ("retrying", False, 1)
+    assert record.last_attempt.retry_size == 2 and record.last_attempt.status == "failed"
+    assert [r.trial_id for r in state.running_at_crash] == [4, 9]
+    assert state.num_finished == n_finished and state.counts["retrying"] == 1
+    # the retry ran: finished once
+    events += [
+        {"event": "trial_started", "time": 1060.0, "trial_id": 9, "attempt": 1, "slots": [0, 1], "hosts": ["n0", "n0"], "size": 2},
+        {"event": "trial_finished", "time": 1070.0, "trial_id": 9, "attempt": 1, "result": result("completed", 0.5)},
+    ]
+    state = CampaignState.replay(events)
+    assert state.trials[9].status == "completed" and state.num_finished == n_finished + 1
+    assert [r.trial_id for r in state.running_at_crash] == [4]

@@ -114,3 +114,78 @@ def test_random_operations_match_brute_force():
         assert pool.free_slots == sum(len(pool.free_slots_of_node(nd)) for nd in in_service)
         assert pool.whole_free_nodes == sum(len(pool.free_slots_of_node(nd)) == 4 for nd in in_service)
         assert pool.busy_slots == sum(len(s) for s in held.values())
+
+
+def _reference_whole_nodes(pool: ResourcePool, k: int, exclude: set[int]) -> list[int] | None:
+    """The multi-node rule of ResourcePool.pick written as a plain scan of every group."""
+    spn, g_size = pool.slots_per_node, pool.node_group_size
+    free = {g: [nd for nd in pool.nodes_of_group(g) if pool.free_on_node(nd) == spn and nd not in exclude]
+            for g in range(pool.num_groups)}
+    if sum(map(len, free.values())) < k:
+        return None
+    nodes, remaining, taken = [], k, set()
+    while remaining > 0:
+        r = min(remaining, g_size)
+        fitting = [(len(a), g) for g, a in free.items() if g not in taken and len(a) >= r]
+        if fitting:
+            _, group = min(fitting)
+        else:
+            _, group = min((-len(a), g) for g, a in free.items() if g not in taken and a)
+        taken.add(group)
+        nodes += free[group][:remaining]
+        remaining -= min(remaining, len(free[group]))
+    return nodes
+
+
+def test_multi_node_pick_matches_reference_rule_with_exclusions():
+    import random
+
+    rng = random.Random(11)
+    pool = ResourcePool(60, 2, node_group_size=7)  # a short last group (4 nodes)
+    held: dict[int, tuple[int, ...]] = {}
+    checked = 0
+    for step in range(1500):
+        if rng.random() < 0.5 or not held:
+            n = rng.choice([1, 2, 2, 4, 6, 10, 16, 30])
+            slots = pool.pick(n)
+            if slots is not None:
+                pool.allocate(step, slots)
+                held[step] = slots
+        else:
+            tid = rng.choice(sorted(held))
+            held.pop(tid)
+            pool.release(tid)
+        if step % 50 == 49:
+            node = rng.randrange(60)
+            pool.drain(node) if node not in pool.drained_nodes else pool.undrain(node)
+        for k in (2, 3, 8, 15):
+            exclude = set(rng.sample(range(60), rng.choice([0, 0, 3, 12])))
+            expect = _reference_whole_nodes(pool, k, exclude)
+            got = pool.pick(2 * k, exclude=exclude)
+            assert got == (None if expect is None else tuple(s for nd in expect for s in pool.slots_of_node(nd)))
+            checked += expect is not None
+    assert checked > 1000  # most of the picks found nodes (the comparison is not vacuous)
+
+
+def test_whole_nodes_allocation_is_a_tuple_of_slot_ids_checked_per_node():
+    import pickle
+
+    from scheduler.resources import WholeNodes
+
+    pool = ResourcePool(6, 4, node_group_size=3)
+    got = pool.pick(8)
+    assert isinstance(got, WholeNodes) and got.nodes == (0, 1) and got == (0, 1, 2, 3, 4, 5, 6, 7)
+    back = pickle.loads(pickle.dumps(got))
+    assert type(back) is WholeNodes and back.nodes == (0, 1) and back == got
+    pool.allocate(1, [5])  # node 1 is no longer whole
+    with pytest.raises(ResourceError, match="trial 2: slot 5 already held by trial 1"):
+        pool.allocate(2, WholeNodes([0, 1], 4))
+    pool.drain(3)
+    with pytest.raises(ResourceError, match="trial 2: slot on drained node 3"):
+        pool.allocate(2, WholeNodes([2, 3], 4))
+    with pytest.raises(ResourceError, match="trial 2: repeated node"):
+        pool.allocate(2, WholeNodes([4, 4], 4))
+    held = pool.allocate(2, WholeNodes([4, 5], 4))
+    assert held.nodes == (4, 5) and pool.owner_of(19) == 2 and pool.free_slots == 6 * 4 - 4 - 1 - 8  # node 3 drained
+    assert pool.whole_free_nodes == 2 and pool.pick(12) is None and pool.pick(8).nodes == (0, 2)
+    assert pool.release(2) == tuple(range(16, 24)) and pool.whole_free_nodes == 4
