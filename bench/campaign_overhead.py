@@ -1,18 +1,25 @@
 """Scheduling and bookkeeping overhead of the campaign runtime vs. processes sharing an Optuna journal.
 
-    .venv/bin/python bench/campaign_overhead.py [--trials 1000] [--ranks 16] [--sleep 0.05] [--repeats 3]
+    .venv/bin/python -m bench.campaign_overhead [--trials 1000] [--ranks 16] [--sleep 0.05] [--repeats 3]
+                                               [--launcher fork-server|exec] [--placement P]
 
 Ours: ``mpiexec -n RANKS`` (rank 0 schedules, RANKS-1 agents = slots), ``--trials`` trials of a
-trivial trial program (bench/sleep_trainer.py: a fresh python process per trial, sleeps, writes
-result.json), random search, journal with fsync. Figures per trial:
+trivial trial program (bench/sleep_trainer.py: one process per trial, forked by the agent's fork
+server (``--launcher exec``: a new interpreter per trial), sleeps, writes result.json), random
+search, journal with fsync. Figures per trial:
 
 - total overhead = (slots x campaign wall - sum of time spent inside the trial module) / trials
-  = interpreter start-up/teardown of the trial process + our scheduling gap;
+  = start-up/teardown of the trial process + our scheduling gap;
 - runtime overhead = (slots x wall - sum of trial *process* wall times) / trials: the slot time
   during which no trial process existed (messages, journal, placement, Popen);
 - rank-0 time = rank 0's busy time (deciding, journaling, messaging) / trials (the fsyncs run in
   the journal writer thread; their number per trial is printed too);
-- idle slot time = 1 - sum of trial process wall / (slots x wall).
+- idle slot time = 1 - sum of trial process wall / (slots x wall);
+- CPU per trial: user+system time of all ranks and trial processes (start-up of the ranks included),
+  and of rank 0, the agents and the trial processes (with their fork servers) inside the campaign.
+  On 2 cores, 15 slots of 50 ms trials need 300 trials/s; at ~9 ms of CPU per trial that is more
+  than the machine has, so idle slot time under ``-n 16`` measures CPU starvation as much as the
+  runtime; ``--ranks 4`` shows the runtime where the CPU is not exhausted.
 
 Anchor: the same number of trials through RANKS-1 processes sharing one Optuna journal file
 (``JournalStorage(JournalFileBackend)``), each running ``study.optimize`` of the same sleep
@@ -96,7 +103,8 @@ def _children_cpu_s() -> float:
 
 
 # -- drivers ----------------------------------------------------------------------------------------
-def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str = "load-aware") -> dict:
+def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str = "load-aware",
+             launcher: str = "fork-server") -> dict:
     import yaml
 
     tmp.mkdir(parents=True)
@@ -107,7 +115,7 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
         "search_space": {"Sleep.x": {"type": "float", "low": 0.0, "high": 1.0}},
         "optimizer": {"name": "random"}, "max_trials": trials, "trial_time_limit_s": 60,
         "failure_threshold": 1.0, "trial_program": "bench.sleep_trainer", "seed": 0,
-        "placement": placement,
+        "placement": placement, "trial_launcher": launcher,
     }
     (tmp / "campaign.yaml").write_text(yaml.safe_dump(campaign))
     summary_path = tmp / "summary.json"
@@ -203,12 +211,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--anchor-sampler", choices=("random", "tpe"), default="random")
     ap.add_argument("--placement", default="load-aware", help="placement policy of our campaign")
+    ap.add_argument("--launcher", choices=("fork-server", "exec"), default="fork-server",
+                    help="how agents start trial processes")
     args = ap.parse_args()
     procs = args.ranks - 1
     ours, anchor = [], []
     with tempfile.TemporaryDirectory(prefix="campaign_overhead_") as d:
         for rep in range(args.repeats):
-            ours.append(run_ours(Path(d) / f"ours{rep}", args.trials, args.ranks, args.sleep, args.placement))
+            ours.append(run_ours(Path(d) / f"ours{rep}", args.trials, args.ranks, args.sleep, args.placement,
+                                 args.launcher))
             anchor.append(run_anchor(Path(d) / f"anchor{rep}", args.trials, procs, args.sleep, args.anchor_sampler))
             print(f"repeat {rep}: ours {json.dumps({k: round(v, 4) for k, v in ours[-1].items()})}")
             print(f"repeat {rep}: anchor {json.dumps({k: round(v, 4) for k, v in anchor[-1].items()})}")
@@ -219,7 +230,7 @@ def main() -> None:
 
     print(f"\n{args.trials} trials of {1e3 * args.sleep:g} ms, {procs} slots/processes, "
           f"median of {args.repeats} repeats (machine: {os.cpu_count()} cores)")
-    print(f"ours   (mpiexec -n {args.ranks}, one python process per trial):")
+    print(f"ours   (mpiexec -n {args.ranks}, one process per trial, {args.launcher} launcher):")
     print(f"  campaign wall {med(ours, 'wall_s'):.2f} s; total overhead {med(ours, 'total_overhead_ms'):.1f} ms/trial"
           f" = trial process start-up/teardown {med(ours, 'startup_ms'):.1f} ms"
           f" + runtime gap {med(ours, 'runtime_overhead_ms'):.1f} ms")
