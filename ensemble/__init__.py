@@ -5,6 +5,8 @@ Typical use::
 
     from ensemble import build_ensemble, BuildOptions, calibrate, EnsemblePredictor
     build_ensemble("campaign", "ens", BuildOptions(top_k=5, method="greedy"))
+    # or per-head weights (bagged Caruana per head, at most 5 members):
+    # BuildOptions(top_k=5, method="greedy-per-head", candidates=20, bags=20)
     calibrate("ens")                          # per-head std scales fitted on the valset
     pred = EnsemblePredictor("ens").predict_atoms(structures)
     pred.heads["formation_energy"].mean, pred.heads["formation_energy"].std
@@ -44,7 +46,14 @@ from ensemble.predictor import (
     run_members,
     split_targets,
 )
-from ensemble.selection import Selection, SelectionError, ensemble_loss, greedy_selection, select_topk
+from ensemble.selection import (
+    Selection,
+    SelectionError,
+    ensemble_loss,
+    greedy_per_head,
+    greedy_selection,
+    select_topk,
+)
 
 __all__ = [
     "FORMATS",
@@ -80,6 +89,7 @@ __all__ = [
     "ensemble_loss",
     "export_top_k",
     "fit_std_scale",
+    "greedy_per_head",
     "greedy_selection",
     "load_inputs",
     "read_campaign",

@@ -1,7 +1,8 @@
 """Build an ensemble directory from a campaign directory (``hydragnn-ensemble select``).
 
 ``build_ensemble`` chooses the members (top-K by objective, or greedy selection on the validation
-predictions of the best M completed trials), copies their checkpoints into
+predictions of the best M completed trials: one weight per member (``greedy``) or one per member
+and head (``greedy-per-head``, optionally bagged)), copies their checkpoints into
 ``ENSEMBLE_DIR/members/``, and writes ``manifest.json`` (see :mod:`ensemble.manifest`). The
 directory is written under a temporary name and renamed into place when complete.
 """
@@ -19,9 +20,9 @@ from graph_builders.schema import HeadRegistry
 from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
 from ensemble.manifest import MEMBERS_DIR, Manifest, MemberEntry, SelectionInfo, sha256_of, write_manifest
 from ensemble.predictor import MemberModel, read_split, run_members, split_targets
-from ensemble.selection import Selection, SelectionError, greedy_selection, select_topk
+from ensemble.selection import Selection, SelectionError, greedy_per_head, greedy_selection, select_topk
 
-METHODS: tuple[str, ...] = ("topk", "greedy")
+METHODS: tuple[str, ...] = ("topk", "greedy", "greedy-per-head")
 
 
 class EnsembleBuildError(ValueError):
@@ -35,6 +36,9 @@ class BuildOptions:
     top_k: int = 5
     method: str = "topk"
     candidates: int = 10  # greedy: the best M completed trials are candidates
+    rounds: int | None = None  # greedy-per-head: picks per head (default top_k)
+    bags: int = 1  # greedy-per-head: bootstrap resamples of the valset (Caruana's bagging)
+    seed: int = 0  # greedy-per-head: seed of the resampling
     dataset: Path | None = None  # default: the campaign's dataset
     batch_size: int = 32
     overwrite: bool = False
@@ -52,7 +56,8 @@ def _dataset_of(info: CampaignInfo, options: BuildOptions) -> Path | None:
 
 
 def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection:
-    """Greedy selection over the best ``options.candidates`` trials on the dataset's valset."""
+    """Greedy selection (joint, or per head for ``greedy-per-head``) over the best
+    ``options.candidates`` trials on the dataset's valset."""
     dataset = _dataset_of(info, options)
     if dataset is None:
         raise EnsembleBuildError(f"{info.root}: greedy selection needs the dataset (pass --dataset)")
@@ -73,6 +78,10 @@ def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection
     if not heads:
         raise EnsembleBuildError(f"{dataset}: the valset has no targets of the members' heads")
     stacked = {h: np.stack([p[h] for p in preds]) for h in heads}
+    if options.method == "greedy-per-head":
+        return greedy_per_head(stacked, {h: targets[h] for h in heads}, options.top_k,
+                               [t.trial_id for t in ranked], rounds=options.rounds,
+                               bags=options.bags, seed=options.seed)
     return greedy_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
                             [t.trial_id for t in ranked])
 
@@ -81,7 +90,7 @@ def choose_members(info: CampaignInfo, options: BuildOptions) -> Selection:
     """Run the selection method of ``options``."""
     if options.method == "topk":
         return select_topk(info, options.top_k)
-    if options.method == "greedy":
+    if options.method in ("greedy", "greedy-per-head"):
         if options.top_k < 1:
             raise SelectionError(f"top-k must be >= 1, got {options.top_k}")
         return greedy_from_campaign(info, options)
@@ -115,7 +124,7 @@ def write_ensemble(info: CampaignInfo, selection: Selection, out: str | os.PathL
     try:
         entries: list[MemberEntry] = []
         registries: list[HeadRegistry] = []
-        for trial_id, weight in zip(selection.trial_ids, selection.weights):
+        for j, (trial_id, weight) in enumerate(zip(selection.trial_ids, selection.weights)):
             trial = info.trials[trial_id]
             loaded = _load(trial)
             name = f"{MEMBERS_DIR}/trial_{trial_id}.pt"
@@ -128,14 +137,16 @@ def write_ensemble(info: CampaignInfo, selection: Selection, out: str | os.PathL
                 metrics={h: vars(m) for h, m in trial.result.heads.items()},
                 normalisation=loaded.normaliser.to_dict(), radius=float(loaded.spec.radius),
                 potential_mode=loaded.spec.energy_head is not None,
-                predicts_variance=bool(loaded.spec.predict_variance)))
+                predicts_variance=bool(loaded.spec.predict_variance),
+                head_weights={h: w[j] for h, w in selection.head_weights.items()}))
         dataset = _dataset_of(info, options)
         manifest = Manifest(
             campaign_dir=str(info.root.resolve()), dataset=str(dataset) if dataset else None,
             heads=_union_heads(registries).to_json(), graph_cutoff=max(e.radius for e in entries),
             members=entries,
             selection=SelectionInfo(method=selection.method, top_k=options.top_k,
-                                    candidates=selection.candidates, history=selection.history))
+                                    candidates=selection.candidates, history=selection.history,
+                                    per_head=bool(selection.head_weights)))
         write_manifest(tmp, manifest)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()

@@ -9,6 +9,11 @@ Each member entry records its trial id, its HydraGNN config, the checkpoint file
 the ensemble directory) and that file's sha256, its weight, its validation/test metrics and its
 normalisation (read from its checkpoint). :func:`read_manifest` checks every checkpoint's presence
 and checksum; a problem raises :class:`EnsembleIntegrityError` naming the member and the file.
+
+Per-head greedy selection adds ``head_weights`` to each member (``{head: weight}``; a head's
+weights sum to 1 over the members, a member may have 0 for a head): the predictor's mean of that
+head uses them, its spread uses ``weight``. Heads without them use ``weight``; manifests written
+before this field existed read unchanged (same format version).
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ class MemberEntry(_Model):
     radius: float  # graph radius the member reads (edges longer than this are dropped for it)
     potential_mode: bool = False
     predicts_variance: bool = False
+    #: per-head weights (``greedy-per-head``); heads not listed use ``weight``
+    head_weights: dict[str, float] = Field(default_factory=dict)
+
+    def weight_for(self, head: str) -> float:
+        """This member's weight for ``head`` (its per-head weight, else ``weight``)."""
+        return float(self.head_weights.get(head, self.weight))
 
 
 class SelectionInfo(_Model):
@@ -59,6 +70,7 @@ class SelectionInfo(_Model):
     top_k: int
     candidates: list[int] = Field(default_factory=list)
     history: list[float] = Field(default_factory=list)
+    per_head: bool = False  # members carry per-head weights
 
 
 class Manifest(_Model):
@@ -116,6 +128,14 @@ def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manif
             f"{path}: format {manifest.format!r} version {manifest.version} is not {FORMAT!r} {VERSION}")
     if not manifest.members:
         raise EnsembleIntegrityError(f"{path}: the ensemble has no members")
+    for member in manifest.members:
+        bad = {h: w for h, w in member.head_weights.items() if not (w >= 0.0)}
+        if bad:
+            raise EnsembleIntegrityError(
+                f"{path}: member trial {member.trial_id}: negative or NaN head weights {bad}")
+    for head in {h for m in manifest.members for h in m.head_weights}:
+        if sum(m.weight_for(head) for m in manifest.members) <= 0.0:
+            raise EnsembleIntegrityError(f"{path}: head {head!r} has zero total weight over the members")
     if verify:
         verify_members(root, manifest)
     return manifest

@@ -1,13 +1,18 @@
 """The ensemble predictor: weighted mean and uncertainty per head from K trained members.
 
-For each head ``h`` with member predictions ``p_k`` (weights ``w_k``, normalised to sum 1 over the
-members that predict ``h``):
+For each head ``h`` with member predictions ``p_k``, member weights ``u_k`` and mean weights
+``w_k`` (the member's per-head weight when the manifest has one (``greedy-per-head``), else
+``w_k = u_k``), both normalised to sum 1 over the members that predict ``h``:
 
 * ``mean = sum_k w_k p_k``
-* epistemic variance ``sum_k w_k (p_k - mean)^2`` (the weighted spread of the members);
-* aleatoric variance ``sum_k w_k var_k`` over the members that predict a variance (trained with
+* epistemic variance ``sum_k u_k (p_k - mean)^2`` (the weighted spread of the members around the
+  mean: with per-head weights the mean may come from one member alone, the spread still from all);
+* aleatoric variance ``sum_k u_k var_k`` over the members that predict a variance (trained with
   ``GaussianNLLLoss``; weights renormalised over those members), absent when none does;
 * total std ``sqrt(epistemic + aleatoric)``.
+
+Without per-head weights (``topk``, ``greedy``) ``w = u`` and this is the weighted mixture's
+mean and variance.
 
 With calibration (:mod:`ensemble.calibration`) every std of head ``h`` is multiplied by the
 manifest's scale ``s_h``.
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from graph_builders.schema import HeadRegistry, HeadSpec, edge_vectors
+from ensemble._shared import EdgeWork, active_work, inference_context, share_geometry
 from ensemble.manifest import Manifest, read_manifest
 
 #: Graph fields a model reads; everything else (targets, names) is dropped before batching.
@@ -59,6 +65,11 @@ class MemberModel:
     def head_names(self) -> list[str]:
         return list(self.loaded.heads.names)
 
+    @property
+    def potential_mode(self) -> bool:
+        """Forces/stress by autograd: the member needs gradients at prediction time."""
+        return self.loaded.spec.energy_head is not None
+
 
 @dataclass
 class HeadPrediction:
@@ -70,7 +81,7 @@ class HeadPrediction:
     aleatoric_std: np.ndarray | None  # [rows, dim] or None when no member predicts a variance
     std: np.ndarray  # [rows, dim] total, calibration scale applied
     members: np.ndarray  # [K_h, rows, dim] the members' own predictions
-    member_weights: np.ndarray  # [K_h] normalised
+    member_weights: np.ndarray  # [K_h] normalised weights of the mean
     member_ids: list[int]
     scale: float = 1.0
 
@@ -113,13 +124,17 @@ def mask_long_edges(batch: Batch, radius: float, lengths: torch.Tensor) -> Batch
 
 
 def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutoff: float,
-                batch_size: int = 32, progress: bool = False,
-                desc: str = "ensemble") -> list[dict[str, np.ndarray]]:
+                batch_size: int = 32, progress: bool = False, desc: str = "ensemble",
+                share_edge_work: bool = True) -> list[dict[str, np.ndarray]]:
     """Predictions of each member for ``graphs``: ``[{head or head__var: [rows, dim]}]``.
 
     Graphs are batched once per chunk of ``batch_size``; the batch is moved once to each device
-    and, for members with a smaller radius than ``cutoff``, masked once per radius."""
+    and, for members with a smaller radius than ``cutoff``, masked once per radius. With
+    ``share_edge_work`` the edge vectors and radial geometry of each batch view are computed once
+    for all members with the same radius and basis (:mod:`ensemble._shared`). Direct-head members
+    run under ``torch.inference_mode`` (potential-mode members need autograd for their forces)."""
     out: list[dict[str, list[np.ndarray]]] = [{} for _ in members]
+    shared = [share_geometry(m.loaded.model) if share_edge_work else None for m in members]
     starts = range(0, len(graphs), batch_size)
     if progress:
         from tqdm import tqdm
@@ -130,6 +145,7 @@ def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutof
         batch = Batch.from_data_list(chunk)
         on_device: dict[torch.device, Batch] = {}
         masked: dict[tuple[torch.device, float], Batch] = {}
+        work: dict[int, EdgeWork] = {}  # one per batch view (by id of the view)
         for k, member in enumerate(members):
             dev = member.device
             if dev not in on_device:
@@ -138,11 +154,14 @@ def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutof
             if member.radius < cutoff - RADIUS_TOLERANCE:
                 key = (dev, member.radius)
                 if key not in masked:
-                    lengths = edge_vectors(view).norm(dim=1)
+                    with torch.no_grad():
+                        lengths = edge_vectors(view).norm(dim=1)
                     masked[key] = mask_long_edges(view, member.radius, lengths)
                 view = masked[key]
+            view_work = work.setdefault(id(view), EdgeWork(view))
             try:
-                pred = member.loaded.predict(view)
+                with active_work(shared[k], view_work), inference_context(member.potential_mode):
+                    pred = member.loaded.predict(view)
             except (RuntimeError, IndexError, ValueError) as exc:
                 raise PredictionError(
                     f"member trial {member.trial_id} cannot predict graphs {start}..{start + len(chunk) - 1}: "
@@ -152,25 +171,38 @@ def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutof
     return [{name: np.concatenate(parts, axis=0) for name, parts in d.items()} for d in out]
 
 
+def _normalised(weights: Sequence[float], head: str) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64)
+    if not w.sum() > 0:
+        raise PredictionError(f"head {head!r}: the members that predict it have zero total weight")
+    return w / w.sum()
+
+
 def combine(heads: HeadRegistry, member_ids: Sequence[int], weights: Sequence[float],
             member_preds: Sequence[dict[str, np.ndarray]], num_graphs: int, node_ptr: np.ndarray,
-            scales: dict[str, float] | None = None) -> EnsemblePrediction:
-    """Weighted mean, epistemic/aleatoric/total std per head (see the module docstring)."""
+            scales: dict[str, float] | None = None,
+            head_weights: Mapping[str, Sequence[float]] | None = None) -> EnsemblePrediction:
+    """Weighted mean, epistemic/aleatoric/total std per head (see the module docstring).
+
+    ``head_weights[head]`` (one weight per member, optional) replaces ``weights`` for that head's
+    mean; the spread is always weighted by ``weights``."""
     scales = scales or {}
+    head_weights = head_weights or {}
     result: dict[str, HeadPrediction] = {}
     for head in heads:
         idx = [k for k, p in enumerate(member_preds) if head.name in p]
         if not idx:
             continue
-        w = np.asarray([weights[k] for k in idx], dtype=np.float64)
-        w = w / w.sum()
+        u = _normalised([weights[k] for k in idx], head.name)
+        w = u if head.name not in head_weights else _normalised(
+            [head_weights[head.name][k] for k in idx], head.name)
         stack = np.stack([member_preds[k][head.name] for k in idx])  # [K, rows, dim]
         mean = np.tensordot(w, stack, axes=1)
-        epi_var = np.tensordot(w, (stack - mean[None]) ** 2, axes=1)
+        epi_var = np.tensordot(u, (stack - mean[None]) ** 2, axes=1)
         var_idx = [j for j, k in enumerate(idx) if head.name + VARIANCE_SUFFIX in member_preds[k]]
         alea_var = None
         if var_idx:
-            wv = w[var_idx] / w[var_idx].sum()
+            wv = u[var_idx] / u[var_idx].sum()
             variances = np.stack([member_preds[idx[j]][head.name + VARIANCE_SUFFIX] for j in var_idx])
             alea_var = np.tensordot(wv, variances, axes=1)
         s = float(scales.get(head.name, 1.0))
@@ -221,6 +253,8 @@ class EnsemblePredictor:
         entries = self.manifest.members
         self.member_ids = [m.trial_id for m in entries]
         self.weights = [m.weight for m in entries]
+        per_head = sorted({h for m in entries for h in m.head_weights})
+        self.head_weights = {h: [m.weight_for(h) for m in entries] for h in per_head}
         self.local_indices = list(range(rank, len(entries), size))
         self.members: list[MemberModel] = []
         for j, k in enumerate(self.local_indices):
@@ -257,7 +291,7 @@ class EnsemblePredictor:
         """Predict already-built graphs (schema of :mod:`graph_builders.schema`)."""
         preds = self.member_predictions(graphs)
         return combine(self.heads, self.member_ids, self.weights, preds, len(graphs),
-                       node_offsets(graphs), self.scales)
+                       node_offsets(graphs), self.scales, self.head_weights)
 
     def predict_atoms(self, structures: Iterable[Any]) -> EnsemblePrediction:
         """Predict ASE Atoms (or pymatgen structures): each graph built once, then all members run."""

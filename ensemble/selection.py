@@ -7,6 +7,11 @@ picked divided by K, so the weights sum to 1.
 
 The loss of an ensemble prediction is the mean over heads of the head's mean squared error divided
 by the variance of the head's validation targets (so heads in different units weigh the same).
+
+Per-head greedy selection (:func:`greedy_per_head`) runs the same procedure for every head on that
+head's own loss, so each head gets its own weights (a member far better on one head can carry that
+head alone). The heads pick in turns and share one member set of at most K distinct models: once K
+distinct models are in, later picks choose among them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class Selection:
     method: str
     candidates: list[int] = field(default_factory=list)  # the trial ids considered
     history: list[float] = field(default_factory=list)  # greedy: validation loss after each pick
+    #: per-head greedy: ``{head: [weight of each of trial_ids]}``, each list summing to 1
+    head_weights: dict[str, list[float]] = field(default_factory=dict)
 
 
 def select_topk(campaign: CampaignInfo, k: int) -> Selection:
@@ -85,11 +92,7 @@ def greedy_selection(predictions: Mapping[str, np.ndarray], targets: Mapping[str
     m = len(candidate_ids)
     if m == 0:
         raise SelectionError("greedy selection needs at least one candidate")
-    for head, pred in predictions.items():
-        if pred.shape[0] != m:
-            raise SelectionError(f"head {head!r}: predictions of {pred.shape[0]} models for {m} candidates")
-        if pred.shape[1:] != targets[head].shape:
-            raise SelectionError(f"head {head!r}: predictions {pred.shape[1:]} vs targets {targets[head].shape}")
+    _check_shapes(predictions, targets, m)
     # the running sum of picked predictions; each step evaluates all M candidates at once
     scales = {h: (float(np.var(targets[h])) or 1.0) for h in predictions}
     running = {h: np.zeros_like(targets[h], dtype=np.float64) for h in predictions}
@@ -112,3 +115,108 @@ def greedy_selection(predictions: Mapping[str, np.ndarray], targets: Mapping[str
         history.append(float(losses[best]))
     return Selection([int(candidate_ids[i]) for i in order], [float(counts[i]) / k for i in order],
                      "greedy", candidates=[int(c) for c in candidate_ids], history=history)
+
+
+def _check_shapes(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], m: int) -> None:
+    for head, pred in predictions.items():
+        if pred.shape[0] != m:
+            raise SelectionError(f"head {head!r}: predictions of {pred.shape[0]} models for {m} candidates")
+        if pred.shape[1:] != targets[head].shape:
+            raise SelectionError(f"head {head!r}: predictions {pred.shape[1:]} vs targets {targets[head].shape}")
+
+
+def _greedy_counts(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], k: int,
+                   rounds: int, m: int) -> tuple[dict[str, np.ndarray], list[int], list[float]]:
+    """One per-head greedy run: pick counts per head, first-pick order, loss after each round."""
+    heads = list(predictions)
+    scales = {h: (float(np.var(targets[h])) or 1.0) for h in heads}
+    running = {h: np.zeros_like(targets[h], dtype=np.float64) for h in heads}
+    counts = {h: np.zeros(m, dtype=np.int64) for h in heads}
+    order: list[int] = []
+    history: list[float] = []
+    for step in range(1, rounds + 1):
+        step_loss = 0.0
+        for head in heads:
+            pred = predictions[head]
+            err = (running[head][None] + pred) / step - targets[head][None]  # [M, rows, dim]
+            losses = (err ** 2).reshape(m, -1).mean(axis=1) / scales[head]
+            if len(order) >= k:
+                allowed = np.full(m, np.inf)
+                allowed[order] = 0.0
+                losses = losses + allowed
+            best = int(np.argmin(losses))  # the first minimum: ties -> earlier candidate
+            counts[head][best] += 1
+            running[head] += pred[best]
+            if best not in order:
+                order.append(best)
+            step_loss += float(losses[best])
+        history.append(step_loss / len(heads))
+    return counts, order, history
+
+
+def greedy_per_head(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
+                    k: int, candidate_ids: Sequence[int], rounds: int | None = None,
+                    bags: int = 1, seed: int = 0) -> Selection:
+    """Caruana's greedy selection with replacement run per head, sharing at most ``k`` members.
+
+    ``rounds`` picks per head (default ``k``): in each round every head (in ``predictions`` order)
+    adds the candidate that most lowers its own validation MSE; once ``k`` distinct candidates are
+    members, only members may be picked. A head's weight of a member is its pick count divided by
+    ``rounds`` (0 for members that head never picked).
+
+    ``bags > 1`` is Caruana's bagged selection: the greedy run is repeated on ``bags`` bootstrap
+    resamples of each head's validation rows (``numpy`` generator seeded with ``seed``) and the
+    pick counts are summed, so near-equal candidates share a head's weight instead of the one that
+    happens to win on this validation set. If the bags together pick more than ``k`` distinct
+    candidates, the ``k`` with the largest total weight are kept and each head's weights are
+    renormalised over them (a head left with none gets its best kept candidate).
+
+    ``weights`` (the fallback for heads without their own, and the weights of the spread) are the
+    mean of the per-head weights; ``history`` is the first bag's mean normalised loss per round."""
+    if k < 1:
+        raise SelectionError(f"top-k must be >= 1, got {k}")
+    rounds = k if rounds is None else int(rounds)
+    if rounds < 1:
+        raise SelectionError(f"rounds must be >= 1, got {rounds}")
+    if bags < 1:
+        raise SelectionError(f"bags must be >= 1, got {bags}")
+    m = len(candidate_ids)
+    if m == 0:
+        raise SelectionError("greedy selection needs at least one candidate")
+    if not predictions:
+        raise SelectionError("greedy selection needs predictions of at least one head")
+    _check_shapes(predictions, targets, m)
+    heads = list(predictions)
+    rng = np.random.default_rng(seed)
+    total = {h: np.zeros(m, dtype=np.float64) for h in heads}
+    order: list[int] = []
+    history: list[float] = []
+    for bag in range(bags):
+        if bag == 0 and bags == 1:
+            preds, ys = predictions, targets
+        else:
+            rows = {h: rng.integers(0, targets[h].shape[0], targets[h].shape[0]) for h in heads}
+            preds = {h: predictions[h][:, rows[h]] for h in heads}
+            ys = {h: targets[h][rows[h]] for h in heads}
+        counts, bag_order, bag_history = _greedy_counts(preds, ys, k, rounds, m)
+        for h in heads:
+            total[h] += counts[h]
+        order += [i for i in bag_order if i not in order]
+        if bag == 0:
+            history = bag_history
+    if len(order) > k:
+        mass = sum(total[h] / total[h].sum() for h in heads)
+        keep = sorted(sorted(order, key=lambda i: -mass[i])[:k], key=order.index)
+        for h in heads:
+            dropped = np.ones(m, dtype=bool)
+            dropped[keep] = False
+            total[h][dropped] = 0.0
+            if total[h].sum() == 0.0:  # its picks were all dropped: its best kept candidate alone
+                mse = ((predictions[h][keep] - targets[h][None]) ** 2).reshape(len(keep), -1).mean(axis=1)
+                total[h][keep[int(np.argmin(mse))]] = 1.0
+        order = keep
+    head_weights = {h: [float(total[h][i] / total[h].sum()) for i in order] for h in heads}
+    weights = [float(np.mean([head_weights[h][j] for h in heads])) for j in range(len(order))]
+    return Selection([int(candidate_ids[i]) for i in order], weights, "greedy-per-head",
+                     candidates=[int(c) for c in candidate_ids], history=history,
+                     head_weights=head_weights)

@@ -151,3 +151,44 @@ def test_predict_cli_on_a_dataset_file(direct_ensemble, direct_campaign, tmp_pat
         first = store.get("trainset", 0)
     assert len(rows) == total
     assert (rows[0]["index"], rows[0]["name"]) == ("trainset:0", first.name)
+
+
+def test_shared_edge_work_gives_the_same_predictions_and_computes_geometry_once(direct_campaign, tmp_path):
+    import torch
+
+    from ensemble import BuildOptions, build_ensemble
+    from ensemble._shared import EdgeWork, SharedGeometry, active_work, share_geometry
+    from ensemble.predictor import MemberModel, run_members, slim_graph
+
+    out = tmp_path / "all5"
+    build_ensemble(direct_campaign.root, out, BuildOptions(top_k=5, method="topk"))
+    graphs = read_split(direct_campaign.dataset, "testset")
+    fused = EnsemblePredictor(out, batch_size=7)
+    plain = EnsemblePredictor(out, batch_size=7)
+    a = run_members(fused.members, graphs, cutoff=5.0, batch_size=7)
+    b = run_members(plain.members, graphs, cutoff=5.0, batch_size=7, share_edge_work=False)
+    for pa, pb in zip(a, b):
+        assert sorted(pa) == sorted(pb)
+        for key in pa:
+            np.testing.assert_allclose(pa[key], pb[key], rtol=1e-5, atol=1e-5 * max(np.abs(pb[key]).max(), 1e-12))
+    geometric = [m for m in fused.members if isinstance(m.loaded.model.geometry, SharedGeometry)]
+    types = sorted(m.loaded.spec.mpnn_type for m in geometric)
+    assert types == ["CGCNN", "SchNet"]  # GIN has no geometry to share
+    assert not any(isinstance(getattr(m.loaded.model, "geometry", None), SharedGeometry) for m in plain.members)
+    # two members with the same radius and basis: the encoder runs once per batch
+    calls = []
+    for m in geometric:
+        m.loaded.model.geometry.encoder.register_forward_hook(lambda *args: calls.append(1))
+    batch = Batch.from_data_list([slim_graph(g) for g in graphs[:4]])
+    work = EdgeWork(batch)
+    for m in geometric:
+        with active_work(share_geometry(m.loaded.model), work), torch.inference_mode():
+            m.loaded.predict(batch)
+    assert (len(calls), work.hits) == (1, 1)
+    # outside a batch's work the shared module is the plain encoder
+    calls.clear()
+    own = geometric[0].loaded.predict(batch)
+    assert len(calls) == 1 and geometric[0].loaded.model.geometry.work is None
+    member = MemberModel(0, 1.0, geometric[0].loaded, 5.0)
+    again = run_members([member], graphs[:4], cutoff=5.0)[0]
+    np.testing.assert_allclose(again["formation_energy"], own["formation_energy"].double().numpy(), rtol=1e-6)

@@ -140,3 +140,135 @@ def test_select_cli(direct_campaign, tmp_path, capsys):
     rc = main(["select", str(direct_campaign.root), "--top-k", "9", "-o", str(tmp_path / "f")])
     assert rc == 2
     assert "only 5 completed trial(s)" in capsys.readouterr().err
+
+
+def test_greedy_per_head_gives_each_head_its_own_weights():
+    from ensemble import greedy_per_head
+
+    rng = np.random.default_rng(0)
+    y_a = rng.normal(size=(40, 1))
+    y_b = rng.normal(size=(40, 2))
+    # candidate 0 is exact on head a and poor on b; candidate 1 the reverse; 2 and 3 are middling;
+    # 1 and 2 together are (almost) exact on b
+    noise = rng.normal(size=(40, 2))
+    preds = {
+        "a": np.stack([y_a, y_a + 1.0, y_a + 0.5, y_a - 0.9]),
+        "b": np.stack([y_b + 2.0, y_b + 0.3 * noise, y_b - 0.3003 * noise, y_b + 0.5]),
+    }
+    targets = {"a": y_a, "b": y_b}
+    sel = greedy_per_head(preds, targets, k=3, candidate_ids=[20, 21, 22, 23], rounds=4)
+    assert sel.method == "greedy-per-head"
+    assert sel.trial_ids == [20, 21, 22]  # a picks 20, b picks 21, then b adds 22; cap of k=3
+    assert sel.head_weights == {"a": [1.0, 0.0, 0.0], "b": [0.0, 0.5, 0.5]}
+    for weights in sel.head_weights.values():
+        assert sum(weights) == pytest.approx(1.0)
+    assert sel.weights == pytest.approx([0.5, 0.25, 0.25])
+    # validation MSE of each head is lower than with the joint (one weight per member) greedy pick
+    joint = greedy_selection(preds, targets, k=4, candidate_ids=[20, 21, 22, 23])
+
+    def head_mse(head: str, ids: list[int], weights: list[float]) -> float:
+        mean = sum(w * preds[head][i - 20] for i, w in zip(ids, weights))
+        return float(np.mean((mean - targets[head]) ** 2))
+
+    for head in ("a", "b"):
+        assert head_mse(head, sel.trial_ids, sel.head_weights[head]) < 1e-6
+        assert head_mse(head, joint.trial_ids, joint.weights) > 0.01
+    # at most k distinct members even when every head would like a new one
+    sel1 = greedy_per_head(preds, targets, k=1, candidate_ids=[20, 21, 22, 23], rounds=3)
+    assert sel1.trial_ids == [20] and sel1.head_weights == {"a": [1.0], "b": [1.0]}
+    with pytest.raises(SelectionError, match="rounds must be >= 1, got 0"):
+        greedy_per_head(preds, targets, k=2, candidate_ids=[20, 21, 22, 23], rounds=0)
+
+
+def test_greedy_per_head_on_a_real_campaign(direct_campaign, tmp_path):
+    from ensemble import EnsemblePredictor, read_split, split_targets
+
+    out = tmp_path / "gph"
+    manifest = build_ensemble(direct_campaign.root, out,
+                              BuildOptions(top_k=3, method="greedy-per-head", candidates=5, rounds=6))
+    assert manifest.selection.per_head and manifest.selection.method == "greedy-per-head"
+    assert len(manifest.members) <= 3
+    for head in ("formation_energy", "stress", "forces"):
+        weights = [m.head_weights[head] for m in manifest.members]
+        assert sum(weights) == pytest.approx(1.0)
+        assert all(abs(w * 6 - round(w * 6)) < 1e-12 for w in weights)
+    # the predictor weights each head with its own weights: the validation MSE of every head is
+    # no worse than that of the best single candidate (greedy's first pick is that candidate)
+    predictor = EnsemblePredictor(out)
+    graphs = read_split(direct_campaign.dataset, "valset")
+    pred = predictor.predict_graphs(graphs)
+    y = split_targets(graphs, predictor.heads)
+    for head, hp in pred.heads.items():
+        expected = np.array([m.head_weights[head] for m in manifest.members])
+        np.testing.assert_allclose(hp.member_weights, expected / expected.sum())
+        np.testing.assert_allclose(hp.mean, np.tensordot(hp.member_weights, hp.members, axes=1))
+        # the spread: all members, with their overall weights, around the per-head mean
+        u = np.array([m.weight for m in manifest.members])
+        u = u / u.sum()
+        spread = np.sqrt(np.tensordot(u, (hp.members - hp.mean[None]) ** 2, axes=1))
+        np.testing.assert_allclose(hp.epistemic_std, spread, rtol=1e-6, atol=1e-12)
+        best_single = min(float(np.mean((hp.members[k] - y[head]) ** 2)) for k in range(len(hp.members)))
+        assert float(np.mean((hp.mean - y[head]) ** 2)) <= best_single * (1 + 1e-9)
+
+
+def test_manifest_without_head_weights_reads_and_bad_head_weights_are_named(direct_ensemble, tmp_path):
+    from ensemble import write_manifest
+
+    manifest = read_manifest(direct_ensemble)  # written without per-head weights
+    assert all(m.head_weights == {} for m in manifest.members)
+    assert manifest.members[0].weight_for("stress") == manifest.members[0].weight
+    copy = tmp_path / "ens"
+    shutil.copytree(direct_ensemble, copy)
+    for m in manifest.members:
+        m.head_weights = {"stress": 0.0}
+    write_manifest(copy, manifest)
+    with pytest.raises(EnsembleIntegrityError, match="head 'stress' has zero total weight over the members"):
+        read_manifest(copy)
+    manifest.members[1].head_weights = {"stress": -0.5}
+    write_manifest(copy, manifest)
+    with pytest.raises(EnsembleIntegrityError,
+                       match=rf"member trial {manifest.members[1].trial_id}: negative or NaN head weights"):
+        read_manifest(copy)
+
+
+def test_bagged_per_head_selection_shares_weight_between_near_equal_candidates():
+    from ensemble import greedy_per_head
+
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=(60, 1))
+    # three equally good candidates with independent errors and one poor one
+    preds = {"e": np.stack([y + 0.3 * rng.normal(size=y.shape) for _ in range(3)] + [y + 2.0])}
+    one = greedy_per_head(preds, {"e": y}, k=3, candidate_ids=[0, 1, 2, 3], rounds=1)
+    assert len(one.trial_ids) == 1 and one.head_weights["e"] == [1.0]
+    bagged = greedy_per_head(preds, {"e": y}, k=3, candidate_ids=[0, 1, 2, 3], rounds=1, bags=30, seed=0)
+    assert sorted(bagged.trial_ids) == [0, 1, 2]
+    assert sum(bagged.head_weights["e"]) == pytest.approx(1.0)
+    assert min(bagged.head_weights["e"]) >= 0.05
+    assert bagged.weights == pytest.approx(bagged.head_weights["e"])
+    # the same seed gives the same weights; the cap keeps the k heaviest candidates
+    again = greedy_per_head(preds, {"e": y}, k=3, candidate_ids=[0, 1, 2, 3], rounds=1, bags=30, seed=0)
+    assert again.head_weights == bagged.head_weights
+    capped = greedy_per_head(preds, {"e": y}, k=2, candidate_ids=[0, 1, 2, 3], rounds=1, bags=30, seed=0)
+    assert len(capped.trial_ids) == 2 and sum(capped.head_weights["e"]) == pytest.approx(1.0)
+    heaviest = sorted(range(3), key=lambda j: -bagged.head_weights["e"][j])[:2]
+    assert sorted(capped.trial_ids) == sorted(bagged.trial_ids[j] for j in heaviest)
+    with pytest.raises(SelectionError, match="bags must be >= 1, got 0"):
+        greedy_per_head(preds, {"e": y}, k=2, candidate_ids=[0, 1, 2, 3], bags=0)
+
+
+def test_select_cli_greedy_per_head(direct_campaign, tmp_path, capsys):
+    from hydragnn_ensemble.cli import main
+
+    out = tmp_path / "gph"
+    rc = main(["select", str(direct_campaign.root), "--top-k", "2", "--method", "greedy-per-head",
+               "--rounds", "4", "--bags", "3", "-o", str(out), "--no-progress"])
+    assert rc == 0
+    manifest = read_manifest(out)
+    assert manifest.selection.method == "greedy-per-head" and len(manifest.members) <= 2
+    for head in ("formation_energy", "stress", "forces"):
+        assert sum(m.head_weights[head] for m in manifest.members) == pytest.approx(1.0)
+    printed = capsys.readouterr().out
+    assert f"formation_energy={manifest.members[0].head_weights['formation_energy']:.2f}" in printed
+    assert main(["select", str(direct_campaign.root), "--method", "greedy-per-head", "--bags", "0",
+                 "-o", str(tmp_path / "x")]) == 2
+    assert "--bags must be >= 1, got 0" in capsys.readouterr().err

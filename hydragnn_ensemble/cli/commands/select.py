@@ -1,4 +1,4 @@
-"""``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method {topk,greedy} -o ENSEMBLE_DIR``.
+"""``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method {topk,greedy,greedy-per-head} -o ENSEMBLE_DIR``.
 
 Builds a self-contained ensemble directory (manifest.json + copied member checkpoints) from the
 completed trials of a campaign; ``--calibrate`` then fits per-head std scales on the validation
@@ -19,8 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl, trials/)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="ensemble directory to write")
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="ensemble size / greedy picks (default 5)")
-    parser.add_argument("--method", choices=("topk", "greedy"), default="topk",
-                        help="topk: best K by objective; greedy: Caruana selection on validation predictions")
+    parser.add_argument("--method", choices=("topk", "greedy", "greedy-per-head"), default="topk",
+                        help="topk: best K by objective; greedy: Caruana selection on validation predictions; "
+                             "greedy-per-head: Caruana per head (own weights per head, at most K members)")
+    parser.add_argument("--rounds", type=int, default=None, metavar="R",
+                        help="greedy-per-head: picks per head (default K; weights are multiples of 1/R)")
+    parser.add_argument("--bags", type=int, default=1, metavar="B",
+                        help="greedy-per-head: repeat on B bootstrap resamples of the valset and sum the "
+                             "picks (Caruana's bagged selection; default 1)")
     parser.add_argument("--candidates", type=int, default=10, metavar="M",
                         help="greedy: the best M completed trials are candidates (default 10)")
     parser.add_argument("--dataset", type=Path, default=None,
@@ -45,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     if args.candidates < 1:
         raise UserError(f"--candidates must be >= 1, got {args.candidates}")
+    if args.rounds is not None and args.rounds < 1:
+        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
+    if args.bags < 1:
+        raise UserError(f"--bags must be >= 1, got {args.bags}")
     options = BuildOptions(top_k=args.top_k, method=args.method, candidates=args.candidates,
+                           rounds=args.rounds, bags=args.bags,
                            dataset=args.dataset, batch_size=args.batch_size, overwrite=args.force,
                            progress=not args.no_progress)
     try:
@@ -56,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
     for m in manifest.members:
         arch = m.config.get("NeuralNetwork", {}).get("Architecture", {})
+        per_head = "  " + " ".join(f"{h}={w:.2f}" for h, w in m.head_weights.items()) if m.head_weights else ""
         print(f"{m.trial_id:>6} {m.weight:>7.3f} {m.objective:>11.5g}  {arch.get('mpnn_type', '?'):<9}  "
-              f"{arch.get('hidden_dim', '?')}")
+              f"{arch.get('hidden_dim', '?')}{per_head}")
     if args.calibrate:
         try:
             report = calibrate(args.output, args.dataset, plots=not args.no_plots,
