@@ -83,6 +83,9 @@ class ResourcesConfig(_Strict):
         return sorted(sizes)
 
 
+LOSS_FUNCTION_KEY = "NeuralNetwork.Training.loss_function_type"
+
+
 class CampaignConfig(_Strict):
     """A validated campaign. Paths are absolute after :func:`load_campaign`."""
 
@@ -130,6 +133,15 @@ class CampaignConfig(_Strict):
             if not _MODULE.match(name):
                 raise ValueError(f"{name!r} is not a python module name")
         return names
+
+    @model_validator(mode="after")
+    def _comparable_objectives(self) -> "CampaignConfig":
+        if self.objective == "objective" and LOSS_FUNCTION_KEY in self.search_space:
+            raise ValueError(
+                f"search_space searches {LOSS_FUNCTION_KEY}, but objective 'objective' is each "
+                "trial's validation loss in its own loss function (MSE, MAE, Gaussian NLL ...), not "
+                "comparable across trials: use objective 'heads.<head>.val_mae' (or val_rmse)")
+        return self
 
     @model_validator(mode="after")
     def _sizes_fit_nodes(self) -> "CampaignConfig":

@@ -7,14 +7,16 @@ One loop, single-threaded (a syncer thread only fsyncs the journal)::
     policy.schedule(pool) on the candidates already waiting -> allocate slots, journal trial_started
     commit: write this turn's events to the journal, send the start messages (a new trial's agents
         write its config.json), tell the optimizer the outcomes
-    top up the placement queue to pool_factor x max(free slots, 1) from the CandidatePool (never
-        waits for the optimizer: the pool asks in batches); schedule and commit again
+    top up the placement queue to pool_factor x max(free slots, slots per node) from the
+        CandidatePool (never waits for the optimizer: the pool asks in batches); schedule and
+        commit again
     every few seconds: progress line, results.csv
     sleep a moment only when nothing happened (0.2 ms soon after activity, else 1 ms: polling.py)
 
 The journal lines are written before a turn's start messages leave and fsync'ed by a background
 thread (see :mod:`scheduler.runtime.journal_writer`): rank 0 never waits for the disk. A crash of
-the machine loses at most the last unsynced lines, which after ``--resume`` looks exactly like a crash a moment earlier (those trials are re-run).
+the machine loses at most the last unsynced lines, which after ``--resume`` looks exactly like a
+crash a moment earlier (those trials are re-run).
 """
 
 from __future__ import annotations
@@ -234,9 +236,10 @@ class SchedulerRank:
         self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, time.time()))
 
     def _top_up(self) -> None:
-        # at least pool_factor candidates even when every slot is busy: the next free slot is
-        # filled from the waiting ones at once, before the optimizer is asked again
-        target = math.ceil(self.cfg.pool_factor * max(self.rpool.free_slots, 1))
+        # never fewer than a node's worth even when every slot is busy: slots freed later are
+        # filled from the waiting ones at once (before the optimizer is asked again), and
+        # placement still has a choice of sizes to pack with
+        target = math.ceil(self.cfg.pool_factor * max(self.rpool.free_slots, self.layout.slots_per_node))
         n = min(target - len(self.waiting), self._budget_left())
         if n <= 0:
             return

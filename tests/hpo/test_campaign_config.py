@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from hpo_testdata import SPACE
+from hpo_testdata import BASE_CONFIG, SPACE
 
 from hpo.campaign import CampaignChangedError, CampaignConfigError, check_unchanged, freeze, load_campaign
 
@@ -51,6 +51,14 @@ def test_missing_required_and_bad_values(campaign_files):
         load_campaign(campaign_files(resources={"slots_per_node": 4, "slots_per_trial": [1, 6]}))
     with pytest.raises(CampaignConfigError, match="objective 'val_loss': must be 'objective' or"):
         load_campaign(campaign_files(objective="val_loss"))
+    losses = {**SPACE, "NeuralNetwork.Training.loss_function_type": {"type": "categorical",
+                                                                       "choices": ["mse", "GaussianNLLLoss"]}}
+    with pytest.raises(CampaignConfigError, match="searches NeuralNetwork.Training.loss_function_type, but "
+                                                  "objective 'objective' is each trial's validation loss"):
+        load_campaign(campaign_files(search_space=losses))
+    head = BASE_CONFIG["NeuralNetwork"]["Variables_of_interest"]["output_names"][0]
+    ok = load_campaign(campaign_files(search_space=losses, objective=f"heads.{head}.val_mae"))
+    assert ok.objective == f"heads.{head}.val_mae"
 
 
 def test_missing_files_are_named(campaign_files, tmp_path):
