@@ -21,6 +21,7 @@ from pathlib import Path
 
 from scheduler.runtime.messages import StartTrial
 from scheduler.runtime.trial_process import (
+    TRIAL_NICENESS,
     ExecLauncher,
     Launcher,
     TrialProcess,
@@ -163,7 +164,7 @@ class ForkServerLauncher(Launcher):
         Path(start.log_path).parent.mkdir(parents=True, exist_ok=True)
         argv = trial_argv(start)  # [python, "-m", program, "train", ...]
         request = {"id": self._next_id, "program": start.program, "args": argv[3:],
-                   "log_path": start.log_path}
+                   "log_path": start.log_path, "niceness": TRIAL_NICENESS}
         self._next_id += 1
         t0 = time.time()
         try:

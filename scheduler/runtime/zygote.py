@@ -17,7 +17,7 @@ Protocol (one JSON object per line; requests on stdin, replies on stdout):
 - at start-up: ``{"ready": true, "preloaded": [...], "failed": {module: error}}``, or
   ``{"ready": false, "error": "..."}`` and exit when preloading initialised CUDA/HIP (a forked child
   cannot use a GPU runtime its parent initialised; the agent then exec's its trials);
-- request ``{"id": N, "program": MODULE, "args": [...], "log_path": PATH}`` ->
+- request ``{"id": N, "program": MODULE, "args": [...], "log_path": PATH, "niceness": K}`` ->
   ``{"id": N, "pid": PID}`` or ``{"id": N, "error": "..."}``;
 - whenever a child ends: ``{"exited": PID, "returncode": CODE}`` (``subprocess`` convention:
   negative = killed by that signal).
@@ -82,6 +82,7 @@ def _run_child(request: dict, keep_fds: tuple[int, ...]) -> None:
     code = 1
     try:
         os.setsid()
+        os.nice(request.get("niceness", 0))
         _die_with_parent()
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):

@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
         "pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "argv": argv,
         "torch_at_start": _TORCH_AT_START, "name": __name__,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "niceness": os.nice(0),
     }
     with open(os.path.join(run_dir, "probe.json"), "w") as fh:
         json.dump(probe, fh)

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.runtime.fork_server import ForkServerLauncher, default_preload
 from scheduler.runtime.messages import StartTrial
-from scheduler.runtime.trial_process import TrialProcess, describe_exit
+from scheduler.runtime.trial_process import TRIAL_NICENESS, TrialProcess, describe_exit
 
 PROBE = "tests.campaign.probe_program"
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +57,7 @@ def test_forked_trial_runs_like_python_dash_m(tmp_path: Path) -> None:
         assert probe["argv"][:2] == ["train", start.config_path]
         assert probe["argv"][probe["argv"].index("-o") + 1] == start.run_dir
         assert (probe["cuda_visible_devices"], probe["omp_num_threads"]) == ("3", "1")
+        assert probe["niceness"] == os.nice(0) + TRIAL_NICENESS  # the runtime's ranks come first
     finally:
         launcher.close()
     assert launcher.server.returncode == 0
@@ -128,6 +129,7 @@ def test_a_dead_server_fails_its_trials_and_later_trials_are_execd(tmp_path: Pat
         assert _finish(launcher, proc) == 0
         probe = json.loads((Path(later.run_dir) / "probe.json").read_text())
         assert probe["ppid"] == os.getpid() and probe["torch_at_start"] is False  # exec'd by us
+        assert probe["niceness"] == os.nice(0) + TRIAL_NICENESS
     finally:
         launcher.close()
 
