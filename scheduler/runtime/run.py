@@ -24,7 +24,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.campaign_dir import (
@@ -43,6 +43,9 @@ from scheduler.runtime.progress import ProgressLine
 from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
 from scheduler.runtime.sizing import usable_sizes
 from scheduler.sizing import runtime_sizer
+
+if TYPE_CHECKING:
+    from hpo.campaign import CampaignConfig
 
 
 class CampaignSetupError(ValueError):
@@ -142,7 +145,7 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         rerun = []
         for record in state.running_at_crash[:room]:
             last = record.last_attempt
-            size = last.retry_size or last.size if last is not None else 0
+            size = (last.retry_size or last.size) if last is not None else 0  # a decided retry's size
             size = size if size in sizes else sizes[0]
             retried = [a for a in record.attempts.values() if a.retry_size is not None]
             rerun.append(TrialSpec(record.trial_id, dict(record.params), record.next_attempt, size,
@@ -161,7 +164,7 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         raise
 
 
-def launcher_settings(cfg) -> LauncherSettings:
+def launcher_settings(cfg: "CampaignConfig") -> LauncherSettings:
     """The campaign's trial launcher with its preload list filled in."""
     preload = cfg.trial_preload if cfg.trial_preload is not None else default_preload(cfg.trial_program)
     return LauncherSettings(kind=cfg.trial_launcher, preload=tuple(preload))

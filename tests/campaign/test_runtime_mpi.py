@@ -207,7 +207,10 @@ def _tiny_alloy_dataset(path: Path, n: int = 48) -> None:
                                                "testset": list(range(40, n))})
 
 
-def test_campaign_with_the_real_trainer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slots", [1, 2])
+def test_campaign_with_the_real_trainer(tmp_path: Path, slots: int) -> None:
+    """Trials forked from fork servers that preloaded torch; with 2 slots they train data-parallel
+    (gloo rendezvous between two forked processes)."""
     _tiny_alloy_dataset(tmp_path / "alloy.bp")
     base = {"NeuralNetwork": {
         "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
@@ -221,7 +224,8 @@ def test_campaign_with_the_real_trainer(tmp_path: Path) -> None:
     space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 4, "high": 12},
              "NeuralNetwork.Training.Optimizer.learning_rate": {"type": "float", "low": 1e-3, "high": 1e-2}}
     campaign = write_campaign(tmp_path, max_trials=2, trial_time_limit_s=300, search_space=space,
-                              dataset="alloy.bp", trial_program="hydragnn_ensemble")
+                              dataset="alloy.bp", trial_program="hydragnn_ensemble",
+                              resources={"slots_per_trial": [slots]})
     (tmp_path / "base.json").write_text(json.dumps(base))  # write_campaign wrote the fault config
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=3, timeout=400)
@@ -233,8 +237,9 @@ def test_campaign_with_the_real_trainer(tmp_path: Path) -> None:
     for tid, event in finished.items():
         trial = out / "trials" / str(tid)
         result = json.loads((trial / "result.json").read_text())
-        assert result["status"] == "completed" and result["epochs"] == 2
+        assert result["status"] == "completed" and result["epochs"] == 2 and result["slots"] == slots
         assert result["objective"] == event["result"]["objective"] and result["objective"] > 0
+        assert (trial / "train.rank1.log").exists() == (slots == 2)
         assert (trial / result["checkpoint"]).is_file()
         config = json.loads((trial / "config.json").read_text())
         assert config["NeuralNetwork"]["Architecture"]["hidden_dim"] == params[tid]["NeuralNetwork.Architecture.hidden_dim"]
