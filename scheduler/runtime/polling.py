@@ -37,3 +37,10 @@ class Backoff:
 
     def sleep(self) -> None:
         time.sleep(self.interval())
+
+
+def wait_quietly(request, interval_s: float = 0.01) -> None:
+    """Wait for an MPI request (e.g. ``comm.Ibarrier()``) sleeping between tests, where a blocking
+    call would spin a core (agents wait like this while rank 0 sets a campaign up)."""
+    while not request.Test():
+        time.sleep(interval_s)

@@ -1,9 +1,11 @@
 """``run_campaign``: the entry point every rank of ``mpirun -n N hydragnn-ensemble hpo ...`` calls.
 
 Start-up (collective): every agent reports its host and GPU variables (gather); rank 0 validates the
-campaign, takes the lock, freezes or checks the campaign directory, replays the journal on --resume,
-builds the slot layout and broadcasts each agent's slot (or the error that stops everybody). Then
-rank 0 runs :class:`SchedulerRank` and the agents run :class:`Agent` until rank 0 sends Shutdown.
+campaign and broadcasts each agent's slot and launcher, so the agents start their fork servers
+(importing torch) while rank 0 takes the lock, freezes or checks the campaign directory, replays the
+journal on --resume and builds the optimizer; the agents wait for that in a sleeping barrier, then a
+broadcast says go (or carries the error that stops everybody). Then rank 0 runs
+:class:`SchedulerRank` and the agents run :class:`Agent` until rank 0 sends Shutdown.
 
 Budgets across runs of one campaign: ``max_trials`` counts finished trials (every final status, each
 trial once however many attempts it took); ``max_time_s`` counts campaign time summed over all runs
@@ -24,7 +26,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.campaign_dir import (
@@ -36,9 +38,10 @@ from scheduler.runtime.campaign_dir import (
     check_resumable,
 )
 from scheduler.runtime.fork_server import default_preload
-from scheduler.runtime.layout import build_layout
+from scheduler.runtime.layout import ClusterLayout, build_layout
 from scheduler.runtime.messages import LauncherSettings
 from scheduler.runtime.placement_registry import make_policy
+from scheduler.runtime.polling import wait_quietly
 from scheduler.runtime.progress import ProgressLine
 from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
 from scheduler.runtime.sizing import usable_sizes
@@ -69,9 +72,18 @@ def _run_index(events: list[dict]) -> int:
     return sum(e.get("event") == "campaign_started" for e in events)
 
 
-def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: bool,
-                 force_unlock: bool, dataset: Path | None) -> _Setup:
-    from hpo.campaign import check_unchanged, freeze, load_campaign
+def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None) -> tuple["CampaignConfig", ClusterLayout]:
+    """The validated campaign and the agents' layout: what the agents need to start (quick)."""
+    from hpo.campaign import load_campaign
+
+    # --dataset replaces the file's dataset before validation (which checks that it exists)
+    cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
+    return cfg, build_layout(hellos, cfg.resources.slots_per_node)
+
+
+def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
+                 resume: bool, force_unlock: bool) -> _Setup:
+    from hpo.campaign import check_unchanged, freeze
     from hpo.journal import CampaignState, Journal, read_journal
     from hpo.optimizers import make_optimizer
     from hpo.pool import CandidatePool
@@ -79,8 +91,6 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
     from hpo.space import apply_params
     from scheduler.runtime.journal_writer import BackgroundJournal
 
-    # --dataset replaces the file's dataset before validation (which checks that it exists)
-    cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
     notices: list[str] = []
     cdir.root.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(cdir.lock)
@@ -103,7 +113,6 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         cdir.trials.mkdir(exist_ok=True)
         state = CampaignState.replay(events)
 
-        layout = build_layout(hellos, cfg.resources.slots_per_node)
         try:
             sizes = usable_sizes(cfg.resources.slots_per_trial, layout.slots_per_node, layout.slots_on_nodes())
         except ValueError as exc:
@@ -164,6 +173,19 @@ def _setup_rank0(comm, hellos, campaign_path: Path, cdir: CampaignDir, resume: b
         raise
 
 
+def _refuse(comm, exc: BaseException, barrier: bool) -> NoReturn:
+    """Tell the agents (waiting in the start-up bcast, or after ``barrier``) that the campaign
+    cannot start, then raise: user errors (ValueError: configuration, directory, lock) as
+    :class:`CampaignSetupError` (a directory error as itself), anything else unchanged."""
+    if barrier:
+        comm.Ibarrier().Wait()  # matches the agents' Ibarrier (a blocking Barrier would not)
+    detail = str(exc) if isinstance(exc, ValueError) else repr(exc)
+    comm.bcast({"error": f"rank 0 could not start the campaign: {detail}"}, root=0)
+    if isinstance(exc, ValueError) and not isinstance(exc, (CampaignDirError, CampaignSetupError)):
+        raise CampaignSetupError(str(exc)) from exc
+    raise exc
+
+
 def launcher_settings(cfg: "CampaignConfig") -> LauncherSettings:
     """The campaign's trial launcher with its preload list filled in."""
     preload = cfg.trial_preload if cfg.trial_preload is not None else default_preload(cfg.trial_program)
@@ -196,29 +218,35 @@ def run_campaign(
     rank = comm.Get_rank()
     me = hello(comm)
     hellos = comm.gather(me, root=0)
+    # start-up in two steps (see the module docstring); a blocking bcast would spin a core per agent
     if rank != 0:
         payload = comm.bcast(None, root=0)
         if "error" in payload:
             raise CampaignSetupError(payload["error"])
-        Agent(comm, payload["assignments"][rank], me, payload["device"], payload["launcher"]).run()
+        agent = Agent(comm, payload["assignments"][rank], me, payload["device"], payload["launcher"])
+        wait_quietly(comm.Ibarrier())
+        go = comm.bcast(None, root=0)
+        if "error" in go:
+            agent.launcher.close()
+            raise CampaignSetupError(go["error"])
+        agent.run()
         return None
 
     cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
     try:
-        setup = _setup_rank0(comm, hellos[1:], Path(campaign_path), cdir, resume, force_unlock,
-                             Path(dataset) if dataset is not None else None)
-    except ValueError as exc:  # configuration, directory, lock: the user's to fix
-        comm.bcast({"error": f"rank 0 could not start the campaign: {exc}"}, root=0)
-        if isinstance(exc, CampaignDirError):
-            raise
-        raise CampaignSetupError(str(exc)) from exc
+        cfg, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None)
     except BaseException as exc:
-        comm.bcast({"error": f"rank 0 could not start the campaign: {exc!r}"}, root=0)
-        raise
+        _refuse(comm, exc, barrier=False)
+    comm.bcast({"assignments": layout.assignments, "device": cfg.resources.device,
+                "launcher": launcher_settings(cfg)}, root=0)
+    try:
+        setup = _setup_rank0(comm, cfg, layout, Path(campaign_path), cdir, resume, force_unlock)
+    except BaseException as exc:
+        _refuse(comm, exc, barrier=True)
+    comm.Ibarrier().Wait()
+    comm.bcast({"go": True}, root=0)
     sched = setup.scheduler
     sched.progress = ProgressLine(stream=stream, enabled=progress)
-    comm.bcast({"assignments": sched.layout.assignments, "device": sched.device,
-                "launcher": launcher_settings(sched.cfg)}, root=0)
     for notice in setup.notices:
         print(f"hpo: {notice}", file=stream, flush=True)
     reason = "campaign over"
