@@ -2,11 +2,13 @@
 
     .venv/bin/python -m bench.campaign_overhead [--trials 1000] [--ranks 16] [--sleep 0.05] [--repeats 3]
                                                [--launcher fork-server|exec] [--placement P]
+                                               [--prefetch-below S]
 
 Ours: ``mpiexec -n RANKS`` (rank 0 schedules, RANKS-1 agents = slots), ``--trials`` trials of a
 trivial trial program (bench/sleep_trainer.py: one process per trial, forked by the agent's fork
 server (``--launcher exec``: a new interpreter per trial), sleeps, writes result.json), random
-search, journal with fsync. Figures per trial:
+search, journal with fsync; short trials are sent ahead to their slot (``prefetch_below_s`` 2, the
+default; ``--prefetch-below 0`` turns it off). Figures per trial:
 
 - total overhead = (slots x campaign wall - sum of time spent inside the trial module) / trials
   = start-up/teardown of the trial process + our scheduling gap;
@@ -15,6 +17,9 @@ search, journal with fsync. Figures per trial:
 - rank-0 time = rank 0's busy time (deciding, journaling, messaging) / trials (the fsyncs run in
   the journal writer thread; their number per trial is printed too);
 - idle slot time = 1 - sum of trial process wall / (slots x wall);
+- the campaign wall runs from the moment every agent can start a trial (its fork server has
+  imported) to the last report; the start-up before it (mpiexec, imports, fork servers, rank 0's
+  set-up) is printed separately, as "start-up";
 - CPU per trial: user+system time of all ranks and trial processes (start-up of the ranks included),
   and of rank 0, the agents and the trial processes (with their fork servers) inside the campaign.
   On 2 cores, 15 slots of 50 ms trials need 300 trials/s; at ~9 ms of CPU per trial that is more
@@ -104,7 +109,7 @@ def _children_cpu_s() -> float:
 
 # -- drivers ----------------------------------------------------------------------------------------
 def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str = "load-aware",
-             launcher: str = "fork-server") -> dict:
+             launcher: str = "fork-server", prefetch_below_s: float = 2.0) -> dict:
     import yaml
 
     tmp.mkdir(parents=True)
@@ -115,14 +120,16 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
         "search_space": {"Sleep.x": {"type": "float", "low": 0.0, "high": 1.0}},
         "optimizer": {"name": "random"}, "max_trials": trials, "trial_time_limit_s": 60,
         "failure_threshold": 1.0, "trial_program": "bench.sleep_trainer", "seed": 0,
-        "placement": placement, "trial_launcher": launcher,
+        "placement": placement, "trial_launcher": launcher, "prefetch_below_s": prefetch_below_s,
     }
     (tmp / "campaign.yaml").write_text(yaml.safe_dump(campaign))
     summary_path = tmp / "summary.json"
     cpu_before = _children_cpu_s()
+    t_launch = time.perf_counter()
     subprocess.run([MPIEXEC, "-n", str(ranks), PY, __file__, "_campaign", str(tmp / "campaign.yaml"),
                     str(tmp / "out"), str(summary_path)], cwd=REPO, check=True)
     cpu_s = _children_cpu_s() - cpu_before
+    mpiexec_s = time.perf_counter() - t_launch
     s = json.loads(summary_path.read_text())
     per_rank = [json.loads(Path(f"{summary_path}.cpu{r}").read_text()) for r in range(ranks)]
     from hpo.journal import CampaignState, read_journal
@@ -134,6 +141,7 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
     slot_s = s["slot_seconds"]
     return {
         "wall_s": s["elapsed_s"],
+        "startup_s": mpiexec_s - s["elapsed_s"],
         "total_overhead_ms": 1e3 * (slot_s - inside) / trials,
         "runtime_overhead_ms": 1e3 * (slot_s - s["trial_process_s"]) / trials,
         "startup_ms": 1e3 * (s["trial_process_s"] - inside) / trials,
@@ -146,7 +154,7 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
         "cpu_rank0_ms": 1e3 * per_rank[0]["own"] / trials,
         "cpu_agents_ms": 1e3 * sum(r["own"] for r in per_rank[1:]) / trials,
         "cpu_trials_ms": 1e3 * sum(r["children"] for r in per_rank[1:]) / trials,
-        "cpu_load": cpu_s / s["elapsed_s"],
+        "cpu_load": cpu_s / mpiexec_s,
     }
 
 
@@ -213,13 +221,15 @@ def main() -> None:
     ap.add_argument("--placement", default="load-aware", help="placement policy of our campaign")
     ap.add_argument("--launcher", choices=("fork-server", "exec"), default="fork-server",
                     help="how agents start trial processes")
+    ap.add_argument("--prefetch-below", type=float, default=2.0, metavar="S",
+                    help="the campaign's prefetch_below_s (0: no trial is sent ahead to its slot)")
     args = ap.parse_args()
     procs = args.ranks - 1
     ours, anchor = [], []
     with tempfile.TemporaryDirectory(prefix="campaign_overhead_") as d:
         for rep in range(args.repeats):
             ours.append(run_ours(Path(d) / f"ours{rep}", args.trials, args.ranks, args.sleep, args.placement,
-                                 args.launcher))
+                                 args.launcher, args.prefetch_below))
             anchor.append(run_anchor(Path(d) / f"anchor{rep}", args.trials, procs, args.sleep, args.anchor_sampler))
             print(f"repeat {rep}: ours {json.dumps({k: round(v, 4) for k, v in ours[-1].items()})}")
             print(f"repeat {rep}: anchor {json.dumps({k: round(v, 4) for k, v in anchor[-1].items()})}")
@@ -230,8 +240,10 @@ def main() -> None:
 
     print(f"\n{args.trials} trials of {1e3 * args.sleep:g} ms, {procs} slots/processes, "
           f"median of {args.repeats} repeats (machine: {os.cpu_count()} cores)")
-    print(f"ours   (mpiexec -n {args.ranks}, one process per trial, {args.launcher} launcher):")
-    print(f"  campaign wall {med(ours, 'wall_s'):.2f} s; total overhead {med(ours, 'total_overhead_ms'):.1f} ms/trial"
+    print(f"ours   (mpiexec -n {args.ranks}, one process per trial, {args.launcher} launcher, "
+          f"prefetch_below_s {args.prefetch_below:g}):")
+    print(f"  campaign wall {med(ours, 'wall_s'):.2f} s (start-up and shut-down before and after it: "
+          f"{med(ours, 'startup_s'):.2f} s); total overhead {med(ours, 'total_overhead_ms'):.1f} ms/trial"
           f" = trial process start-up/teardown {med(ours, 'startup_ms'):.1f} ms"
           f" + runtime gap {med(ours, 'runtime_overhead_ms'):.1f} ms")
     print(f"  rank-0 decision+journal+messages {med(ours, 'rank0_ms'):.2f} ms/trial "
@@ -240,7 +252,7 @@ def main() -> None:
     print(f"  CPU per trial: {med(ours, 'cpu_ms_per_trial'):.1f} ms in all (start-up of the ranks included) ="
           f" rank 0 {med(ours, 'cpu_rank0_ms'):.1f} + agents {med(ours, 'cpu_agents_ms'):.1f}"
           f" + trial processes (and fork servers) {med(ours, 'cpu_trials_ms'):.1f} + rest; mean busy cores "
-          f"{med(ours, 'cpu_load'):.2f} of {os.cpu_count()}")
+          f"{med(ours, 'cpu_load'):.2f} of {os.cpu_count()} over the whole mpiexec")
     print(f"  (one sleep_trainer process alone, sleep 0: {startup:.1f} ms)")
     print(f"anchor ({procs} processes, one Optuna JournalFileBackend, {args.anchor_sampler} sampler, in-process objective):")
     print(f"  wall {med(anchor, 'wall_s'):.2f} s; overhead {med(anchor, 'total_overhead_ms'):.1f} ms/trial; "

@@ -108,6 +108,9 @@ class CampaignConfig(_Strict):
     trial_program: str = "hydragnn_ensemble"
     trial_launcher: Literal["fork-server", "exec"] = "fork-server"
     trial_preload: list[str] | None = None  # None: torch & co. for the built-in trainer, else the program
+    # a single-slot trial predicted to take at most this long gets its slot's next trial sent ahead,
+    # started by the agent the moment it exits (no round trip to rank 0); 0: never
+    prefetch_below_s: float = Field(2.0, ge=0)
 
     @field_validator("search_space")
     @classmethod

@@ -400,6 +400,10 @@ class CampaignState:
                     attempt = record.attempts[event["attempt"]] = AttemptRecord(event["attempt"])
                 result = event.get("result")
                 attempt.end = t
+                if event.get("started_at") is not None:  # when its processes ran (agents' clocks)
+                    attempt.start = event["started_at"]
+                if event.get("ended_at") is not None:
+                    attempt.end = event["ended_at"]
                 attempt.result = result
                 if name == "trial_failed":
                     attempt.status = "failed"

@@ -14,6 +14,12 @@ Contract for every policy:
   twice, and never a trial twice; it does not modify ``pool`` (the caller applies the decisions);
 - a returned trial leaves the pending queue;
 - ``schedule`` is deterministic given the same submissions and pool state.
+
+Queueing behind a running trial (optional, the runtime's prefetch of very short trials): the caller
+asks ``policy.next_to_queue(now)`` for the single-slot trial it would start next when one slot frees,
+sends it ahead to the agent of a slot whose trial is about to end, and calls
+``policy.queued_started(trial_id, slots, now)`` once that slot was released and given to it. A
+policy that returns None (the default) is never prefetched from.
 """
 
 from __future__ import annotations
@@ -77,6 +83,23 @@ class PlacementPolicy(ABC):
 
     def finished(self, trial_id: int, now: float) -> None:  # noqa: B027 - optional hook
         """Called after a running trial's slots were released; policies with reservations update here."""
+
+    def next_to_queue(self, now: float) -> TrialRequest | None:
+        """The pending single-slot trial to start on the next slot that frees, removed from the queue,
+        or None: nothing should be committed ahead of time (the default; see the module docstring)."""
+        return None
+
+    def queued_started(self, trial_id: int, slots: tuple[int, ...], now: float) -> None:  # noqa: B027
+        """A trial from :meth:`next_to_queue` now holds ``slots`` (allocated in the caller's pool)."""
+
+    def _pop_first_single(self, strict: bool) -> TrialRequest | None:
+        """The first pending single-slot request, removed (``strict``: only if it heads the queue)."""
+        for req in self._pending.values():
+            if req.slots == 1:
+                return self._pending.pop(req.trial_id)
+            if strict:
+                return None
+        return None
 
     @property
     def pending(self) -> list[TrialRequest]:

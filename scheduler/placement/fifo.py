@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.placement.base import Decision, PlacementPolicy
+from scheduler.placement.base import Decision, PlacementPolicy, TrialRequest
 from scheduler.resources import ResourcePool
 
 
@@ -22,6 +22,10 @@ class FifoPolicy(PlacementPolicy):
                 decisions.append(Decision(req.trial_id, slots))
                 del self._pending[req.trial_id]
         return decisions
+
+    def next_to_queue(self, now: float) -> TrialRequest | None:
+        """The head of the queue if it needs one slot (strict order)."""
+        return self._pop_first_single(strict=True)
 
 
 class FifoSkipPolicy(PlacementPolicy):
@@ -58,3 +62,7 @@ class FifoSkipPolicy(PlacementPolicy):
                 decisions.append(Decision(req.trial_id, slots))
                 del self._pending[req.trial_id]
         return decisions
+
+    def next_to_queue(self, now: float) -> TrialRequest | None:
+        """The first single-slot trial in submission order."""
+        return self._pop_first_single(strict=False)

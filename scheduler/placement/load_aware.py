@@ -175,6 +175,7 @@ class LoadAwarePolicy(PlacementPolicy):
         self._run_sum_end = 0.0  # sum of slots x predicted end over the trials this policy started
         self._run_slots = 0
         self._run: dict[int, tuple[int, float]] = {}  # trial -> (slots, predicted end)
+        self._queued: dict[int, TrialRequest] = {}  # handed out by next_to_queue, not started yet
 
     # -- queue ---------------------------------------------------------------------------------------
     def submit(self, request: TrialRequest) -> None:
@@ -204,19 +205,42 @@ class LoadAwarePolicy(PlacementPolicy):
             self._run_slots -= entry[0]
             self._run_sum_end -= entry[0] * entry[1]
 
-    def _start(self, pool: ResourcePool, req: TrialRequest, slots: tuple[int, ...], now: float,
-               decisions: list[Decision], seconds: float | None = None) -> None:
-        pool.allocate(req.trial_id, slots)  # tentative: undone when schedule() returns
-        assert self._ends is not None
-        end = now + (req.predicted_seconds if seconds is None else seconds)
-        self._ends.start(req.trial_id, slots, end)
+    def _dequeue(self, req: TrialRequest) -> None:
         self._queue.remove(req)
         del self._pending[req.trial_id]
         self._pending_work -= req.predicted_work
-        self._run[req.trial_id] = (len(slots), end)
+
+    def _running(self, trial_id: int, slots: tuple[int, ...], end: float) -> None:
+        """Track a started trial's predicted end (reservations, ideal finish time)."""
+        if self._ends is not None:
+            self._ends.start(trial_id, slots, end)
+        self._run[trial_id] = (len(slots), end)
         self._run_slots += len(slots)
         self._run_sum_end += len(slots) * end
+
+    def _start(self, pool: ResourcePool, req: TrialRequest, slots: tuple[int, ...], now: float,
+               decisions: list[Decision], seconds: float | None = None) -> None:
+        pool.allocate(req.trial_id, slots)  # tentative: undone when schedule() returns
+        self._dequeue(req)
+        self._running(req.trial_id, slots, now + (req.predicted_seconds if seconds is None else seconds))
         decisions.append(Decision(req.trial_id, slots))
+
+    def next_to_queue(self, now: float) -> TrialRequest | None:
+        """The trial with the largest predicted work if it needs one slot and no head holds a
+        reservation (a reserved head must not wait behind trials committed ahead of it)."""
+        if self._head_id in self._pending or not self._pending:
+            return None
+        tid = self._queue.top_by_work()
+        req = self._pending[tid]
+        if req.slots != 1:
+            return None
+        self._dequeue(req)
+        self._queued[tid] = req
+        return req
+
+    def queued_started(self, trial_id: int, slots: tuple[int, ...], now: float) -> None:
+        req = self._queued.pop(trial_id)
+        self._running(trial_id, slots, now + req.predicted_seconds)
 
     def ideal_finish(self, pool: ResourcePool, now: float) -> float:
         """When the machine would finish the pending and running work if perfectly packed."""

@@ -11,6 +11,10 @@ for long: it waits on its processes (pidfds, or the fork server's exit reports, 
 once) with a short timeout, then probes for messages from rank 0. Nothing a trial does (exception,
 segfault, OOM kill, hang) can take the agent down: the trial is a separate process in its own
 session, and every way it can end becomes a :class:`PartExited` report.
+
+Prefetch: a start with ``after`` set names the trial running on this slot; the agent writes its
+config at once and starts it the moment that trial's process exits, before it reports the exit, so
+the slot does not wait for the round trip to rank 0 (which matters for trials of a second or less).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from scheduler.runtime.messages import (
     TAG_KILL,
     TAG_SHUTDOWN,
     TAG_START,
+    TAG_UNQUEUE,
     AgentAssignment,
     AgentHello,
     KillTrial,
@@ -30,6 +35,8 @@ from scheduler.runtime.messages import (
     PartExited,
     Shutdown,
     StartTrial,
+    Unqueue,
+    Unqueued,
 )
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.trial_process import (
@@ -64,30 +71,52 @@ class Agent:
         binding = device_binding(device, me.inherited_devices, assignment.local_index)
         self.launcher = make_launcher(launcher.kind, binding, list(launcher.preload))
         self.procs: dict[tuple[int, int], TrialProcess] = {}
+        self.queued: dict[tuple[int, int], StartTrial] = {}  # the start waiting for each running key
         self.backoff = Backoff()  # idle: poll fast right after a trial ended (a start follows)
         self._sends: list = []
 
     # -- messages ----------------------------------------------------------------------------------
-    def _report(self, report: PartExited) -> None:
+    def _report(self, report: PartExited | Unqueued) -> None:
         self._sends.append(self.comm.isend(report, dest=0, tag=TAG_EXITED))
         self._sends = [r for r in self._sends if not r.Test()]
 
     def _handle_start(self, msg: StartTrial) -> None:
+        if msg.after is not None and msg.after in self.procs:
+            try:
+                write_config(msg)
+            except OSError:
+                pass  # reported when the start is tried (write_config runs again there)
+            self.queued[msg.after] = msg
+            return
+        failed = self._launch(msg)
+        if failed is not None:
+            self._report(failed)
+
+    def _launch(self, msg: StartTrial) -> PartExited | None:
+        """Start the process; if it cannot start, the report of that (for the caller to send: a
+        trial sent ahead is reported after the exit of the one it followed)."""
         try:
             write_config(msg)
             proc = self.launcher.launch(msg)
         except OSError as exc:
             now = time.time()
-            self._report(PartExited(self.rank, msg.trial_id, msg.attempt, msg.rank, returncode=127,
-                                    start_time=now, end_time=now,
-                                    killed_reason=f"could not start the trial process: {exc}"))
-            return
+            return PartExited(self.rank, msg.trial_id, msg.attempt, msg.rank, returncode=127,
+                              start_time=now, end_time=now,
+                              killed_reason=f"could not start the trial process: {exc}")
         self.procs[proc.key] = proc
+        return None
 
     def _handle_kill(self, msg: KillTrial) -> None:
         proc = self.procs.get((msg.trial_id, msg.attempt))
         if proc is not None:
             proc.terminate(msg.reason, time.time())
+
+    def _handle_unqueue(self, msg: Unqueue) -> None:
+        for before, start in list(self.queued.items()):
+            if (start.trial_id, start.attempt) == (msg.trial_id, msg.attempt):
+                del self.queued[before]
+                self._report(Unqueued(self.rank, msg.trial_id, msg.attempt))
+                return
 
     def _drain_messages(self) -> Shutdown | None:
         from mpi4py import MPI
@@ -100,6 +129,8 @@ class Agent:
                 self._handle_start(msg)
             elif tag == TAG_KILL:
                 self._handle_kill(msg)
+            elif tag == TAG_UNQUEUE:
+                self._handle_unqueue(msg)
             elif tag == TAG_SHUTDOWN:
                 return msg
             else:
@@ -114,9 +145,14 @@ class Agent:
             if code is None:
                 proc.enforce(now)
                 continue
+            end = time.time()
             proc.close()
             del self.procs[key]
-            self._report(part_exited(proc, self.rank, code, time.time()))
+            successor = self.queued.pop(key, None)
+            failed = self._launch(successor) if successor is not None else None  # first: the slot is free
+            self._report(part_exited(proc, self.rank, code, end))
+            if failed is not None:  # after the exit it followed: rank 0 starts it on that report
+                self._report(failed)
             self.backoff.activity()
 
     def _shutdown(self, reason: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 RESUMABLE_KEYS: frozenset[str] = frozenset({
     "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
     "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
-    "base_config", "trial_launcher", "trial_preload",
+    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s",
 })
 
 

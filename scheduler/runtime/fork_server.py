@@ -150,6 +150,14 @@ class ForkServerLauncher(Launcher):
         raise ForkServerError(self.dead_reason)
 
     # -- Launcher ----------------------------------------------------------------------------------
+    def ready(self) -> None:
+        """Wait until the server has imported its modules (or has failed: trials are exec'd then)."""
+        if self.ready_info is None and self.dead_reason is None:
+            try:
+                self._await(lambda m: m.get("ready"), READY_TIMEOUT_S, "finish importing")
+            except ForkServerError:
+                pass  # reported by _give_up; launch() execs
+
     def launch(self, start: StartTrial) -> TrialProcess:
         if self.dead_reason is None:
             try:

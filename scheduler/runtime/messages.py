@@ -9,9 +9,12 @@ Flow::
     rank 0                                   agent r
       <-- gather: AgentHello -----------------   (start-up, collective)
       --- bcast: {rank: AgentAssignment} ---->   (start-up, collective)
-      --- StartTrial (TAG_START) ------------>   start one process of a trial on its slot
+      --- StartTrial (TAG_START) ------------>   start one process of a trial on its slot (or, with
+                                                 ``after``, as soon as that trial's process exits)
       --- KillTrial (TAG_KILL) -------------->   terminate it (another part of the trial failed)
       <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
+      --- Unqueue (TAG_UNQUEUE) ------------->   drop a start sent ahead, unless it has started
+      <-- Unqueued (TAG_EXITED) --------------   dropped (same tag as the exits: kept in order with them)
       --- Shutdown (TAG_SHUTDOWN) ----------->   kill whatever still runs, leave the loop
 """
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 TAG_START = 11
 TAG_KILL = 12
 TAG_SHUTDOWN = 13
+TAG_UNQUEUE = 14
 TAG_EXITED = 21
 
 
@@ -71,6 +75,7 @@ class StartTrial:
     device: str  # "cpu" | "gpu"
     read_result: bool  # True on the process whose run directory result.json belongs to (rank 0)
     config_json: str | None = None  # set for a new trial: the agent writes config_path (if absent)
+    after: tuple[int, int] | None = None  # (trial id, attempt) running on this slot: start when it exits
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,25 @@ class KillTrial:
     trial_id: int
     attempt: int
     reason: str
+
+
+@dataclass(frozen=True)
+class Unqueue:
+    """Drop the start of this trial attempt sent ahead (``StartTrial.after``) if it has not started."""
+
+    trial_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unqueued:
+    """The agent dropped a start sent ahead before it started (the answer to :class:`Unqueue`; a
+    start that had begun gets no answer: it runs and reports its exit)."""
+
+    agent_rank: int
+    trial_id: int
+    attempt: int
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 Start-up (collective): every agent reports its host and GPU variables (gather); rank 0 validates the
 campaign and broadcasts each agent's slot and launcher, so the agents start their fork servers
 (importing torch) while rank 0 takes the lock, freezes or checks the campaign directory, replays the
-journal on --resume and builds the optimizer; the agents wait for that in a sleeping barrier, then a
-broadcast says go (or carries the error that stops everybody). Then rank 0 runs
+journal on --resume and builds the optimizer; each agent enters a sleeping barrier once its fork
+server is ready, then a broadcast says go (or carries the error that stops everybody). Then rank 0 runs
 :class:`SchedulerRank` and the agents run :class:`Agent` until rank 0 sends Shutdown.
 
 Budgets across runs of one campaign: ``max_trials`` counts finished trials (every final status, each
@@ -224,6 +224,7 @@ def run_campaign(
         if "error" in payload:
             raise CampaignSetupError(payload["error"])
         agent = Agent(comm, payload["assignments"][rank], me, payload["device"], payload["launcher"])
+        agent.launcher.ready()  # the campaign starts when every slot can start a trial at once
         wait_quietly(comm.Ibarrier())
         go = comm.bcast(None, root=0)
         if "error" in go:
@@ -243,7 +244,7 @@ def run_campaign(
         setup = _setup_rank0(comm, cfg, layout, Path(campaign_path), cdir, resume, force_unlock)
     except BaseException as exc:
         _refuse(comm, exc, barrier=True)
-    comm.Ibarrier().Wait()
+    wait_quietly(comm.Ibarrier(), 0.001)  # agents may still be importing: do not spin a core
     comm.bcast({"go": True}, root=0)
     sched = setup.scheduler
     sched.progress = ProgressLine(stream=stream, enabled=progress)

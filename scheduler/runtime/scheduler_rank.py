@@ -8,10 +8,21 @@ One loop, single-threaded (a syncer thread only fsyncs the journal)::
     commit: write this turn's events to the journal, send the start messages (a new trial's agents
         write its config.json), tell the optimizer the outcomes
     top up the placement queue to pool_factor x max(free slots, slots per node) from the
-        CandidatePool (never waits for the optimizer: the pool asks in batches); schedule and
-        commit again
+        CandidatePool (never waits for the optimizer: the pool asks in batches); schedule
+    prefetch: a single-slot trial predicted to take at most ``prefetch_below_s`` gets its slot's next
+        trial sent ahead (``StartTrial.after``): its agent starts it the moment the first one exits
+    commit again
     every few seconds: progress line, results.csv
     sleep a moment only when nothing happened (0.2 ms soon after activity, else 1 ms: polling.py)
+
+A trial sent ahead is journaled as ``trial_started`` (with ``queued_after``) when rank 0 learns that
+it started (the exit report of the trial it follows). A stop (time budget, failure threshold) takes
+back the trials sent ahead that have not started (:class:`Unqueue`). Only first attempts are sent
+ahead: if a crash comes between such a start and its journal line, the trial is still "suggested" in
+the journal and a resume starts it again as attempt 0 (its files set aside as ``*.lost.*``), as
+for a directory a crashed run left behind. Every end event
+carries ``started_at`` / ``ended_at``, when the trial's processes ran (the agents' clocks): what
+reports and results.csv show, so a trial sent ahead does not seem to overlap the one it followed.
 
 The journal lines are written before a turn's start messages leave and fsync'ed by a background
 thread (see :mod:`scheduler.runtime.journal_writer`): rank 0 never waits for the disk. A crash of
@@ -40,10 +51,13 @@ from scheduler.runtime.messages import (
     TAG_KILL,
     TAG_SHUTDOWN,
     TAG_START,
+    TAG_UNQUEUE,
     KillTrial,
     PartExited,
     Shutdown,
     StartTrial,
+    Unqueue,
+    Unqueued,
 )
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
@@ -78,6 +92,15 @@ class RunningTrial:
     start_time: float
     parts: dict[int, PartExited] = field(default_factory=dict)
     kill_sent: bool = False
+    queued: bool = False  # sent ahead behind another trial (prefetch)
+
+
+@dataclass
+class QueuedTrial:
+    """A single-slot trial sent ahead to the agent of ``slot``, to start when the trial it follows exits."""
+
+    spec: TrialSpec
+    slot: int
 
 
 @dataclass
@@ -167,13 +190,17 @@ class SchedulerRank:
         self._new_dirs_from = max([self.next_trial_id, *(i + 1 for i in leftovers)])
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
+        self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
+        self._needs_successor: dict[int, int] = {}  # short running trial -> its slot (no successor yet)
+        self._prefetch_below_s = float(getattr(config, "prefetch_below_s", 0.0))
         self.finished = history.finished
         self.failed = history.failed
         self.statuses: Counter = Counter(history.statuses)
         self.best, self.best_trial = history.best_objective, history.best_trial
         self.failure_reasons: list[tuple[str, str]] = list(history.failure_reasons)  # (reason, log tail)
         self.time_used_before_s = history.time_used_s
-        self.t_start = time.time()
+        self.t_start = time.time()  # the budget (max_time_s) counts from here, like the journal
+        self.t_go = self.t_start
         self._backoff = Backoff()  # sleep when a loop turn found nothing to do
         self.stop_reason: str | None = None
         self.stopped_by_failures = False
@@ -213,7 +240,7 @@ class SchedulerRank:
 
     def _budget_left(self) -> int:
         """New trial ids that may still be created (max_trials counts trials, not attempts)."""
-        return self.cfg.max_trials - (self.finished + len(self.running) + len(self.waiting))
+        return self.cfg.max_trials - (self.finished + len(self.running) + len(self.queued) + len(self.waiting))
 
     def _check_time(self, now: float) -> None:
         if (self.stop_reason is None and self.cfg.max_time_s is not None
@@ -224,6 +251,8 @@ class SchedulerRank:
         """No new starts from now on; running trials finish, waiting ones are dropped (they stay in
         the journal as suggested, so a later --resume with a larger budget starts them)."""
         self.stop_reason = reason
+        self._needs_successor.clear()
+        self._unqueue_all(f"campaign stopping: {reason}")
         for tid in list(self.waiting):
             self.policy.cancel(tid)
         self.waiting.clear()
@@ -276,7 +305,10 @@ class SchedulerRank:
                 os.replace(old, run_dir / f"{stem}.{tag}.{ext}")
         return run_dir, None
 
-    def _start(self, spec: TrialSpec, slots: tuple[int, ...], now: float) -> None:
+    def _start(self, spec: TrialSpec, slots: tuple[int, ...], now: float,
+               after: TrialSpec | None = None) -> None:
+        """Journal the start and queue its messages; ``after``: the single-slot trial running on
+        ``slots`` that this one follows (prefetch: the agent starts it when that one exits)."""
         run_dir, config_text = self._prepare_dir(spec)
         world = len(slots)
         init = None
@@ -284,11 +316,11 @@ class SchedulerRank:
             rdv = run_dir / f"rendezvous.{spec.attempt}"
             rdv.unlink(missing_ok=True)
             init = f"file://{rdv}"
-        hosts = [self.rpool.hostname(self.rpool.node_of(s)) for s in slots]
-        predicted = spec.sized.seconds_at(world) * world if spec.sized is not None else None
-        self._log("trial_started", trial_id=spec.trial_id, attempt=spec.attempt, slots=list(slots),
-                  hosts=hosts, size=world, predicted_slot_s=predicted)
-        self.running[spec.trial_id] = RunningTrial(spec, slots, now)
+        if after is None:
+            self._journal_start(spec, slots)
+            self._running(spec, slots, now)
+        else:
+            self.queued[after.trial_id] = QueuedTrial(spec, slots[0])
         limit = float(self.cfg.trial_time_limit_s)
         self._pending_starts.extend(
             (self.layout.slot_to_rank[slot], StartTrial(
@@ -297,8 +329,69 @@ class SchedulerRank:
                 data_path=str(self.cfg.dataset), run_dir=str(run_dir),
                 log_path=str(run_dir / ("train.log" if r == 0 else f"train.rank{r}.log")),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
-                device=self.device, read_result=(r == 0), config_json=config_text))
+                device=self.device, read_result=(r == 0), config_json=config_text,
+                after=None if after is None else (after.trial_id, after.attempt)))
             for r, slot in enumerate(slots))
+
+    def _journal_start(self, spec: TrialSpec, slots: tuple[int, ...], **extra: Any) -> None:
+        hosts = [self.rpool.hostname(self.rpool.node_of(s)) for s in slots]
+        predicted = spec.sized.seconds_at(len(slots)) * len(slots) if spec.sized is not None else None
+        self._log("trial_started", trial_id=spec.trial_id, attempt=spec.attempt, slots=list(slots),
+                  hosts=hosts, size=len(slots), predicted_slot_s=predicted, **extra)
+
+    def _running(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float, queued: bool = False) -> None:
+        self.running[spec.trial_id] = RunningTrial(spec, slots, start_time, queued=queued)
+        if (len(slots) == 1 and self.stop_reason is None and spec.sized is not None
+                and spec.sized.seconds_at(1) <= self._prefetch_below_s):
+            self._needs_successor[spec.trial_id] = slots[0]
+
+    def _prefetch(self, now: float) -> int:
+        """Send the next trial ahead to the slots of short single-slot trials (see the module
+        docstring); returns how many were sent."""
+        sent = 0
+        while self._needs_successor:
+            tid = next(iter(self._needs_successor))
+            req = self.policy.next_to_queue(now)
+            if req is None:
+                break
+            spec = self.waiting[req.trial_id]
+            if spec.attempt > 0:  # a re-run waits for a free slot (see the module docstring)
+                self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+                break
+            del self.waiting[req.trial_id]
+            slot = self._needs_successor.pop(tid)
+            spec.size = 1
+            self._start(spec, (slot,), now, after=self.running[tid].spec)
+            sent += 1
+        return sent
+
+    def _unqueue_all(self, reason: str) -> None:
+        """Take back the trials sent ahead (a stop): the agent drops each one that has not started
+        and says so (:meth:`_on_unqueued`); one that started already runs to its end."""
+        for before, q in self.queued.items():
+            msg = Unqueue(q.spec.trial_id, q.spec.attempt, reason)
+            self._sends.append(self.comm.isend(msg, dest=self.layout.slot_to_rank[q.slot], tag=TAG_UNQUEUE))
+
+    def _on_unqueued(self, msg: Unqueued) -> None:
+        """The agent dropped a trial sent ahead: it stays "suggested" in the journal, like the
+        waiting ones a stop drops (a later --resume with more budget starts it)."""
+        for before, q in list(self.queued.items()):
+            if q.spec.trial_id == msg.trial_id and q.spec.attempt == msg.attempt:
+                del self.queued[before]
+                return
+        raise RuntimeError(f"agent {msg.agent_rank} dropped trial {msg.trial_id}, which was not sent ahead")
+
+    def _promote(self, before: RunningTrial, now: float) -> None:
+        """The trial sent ahead behind ``before`` (which just ended) holds the slot now."""
+        q = self.queued.pop(before.spec.trial_id, None)
+        if q is None:
+            return
+        slots = (q.slot,)
+        self.rpool.allocate(q.spec.trial_id, slots)
+        self.policy.queued_started(q.spec.trial_id, slots, now)
+        self._journal_start(q.spec, slots, queued_after=before.spec.trial_id)
+        ended = max((p.end_time for p in before.parts.values()), default=now)
+        self._running(q.spec, slots, min(ended, now), queued=True)
 
     def _schedule(self, now: float) -> int:
         """Allocate slots to what placement decides now and journal the starts (the messages leave
@@ -331,9 +424,12 @@ class SchedulerRank:
         status = MPI.Status()
         got = False
         while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_EXITED, status=status):
-            msg: PartExited = self.comm.recv(source=status.Get_source(), tag=TAG_EXITED)
+            msg = self.comm.recv(source=status.Get_source(), tag=TAG_EXITED)
             got = True
-            self._on_exit(msg)
+            if isinstance(msg, Unqueued):  # same tag as the exits: MPI keeps one agent's order
+                self._on_unqueued(msg)
+            else:
+                self._on_exit(msg)
         return got
 
     def _on_exit(self, msg: PartExited) -> None:
@@ -370,7 +466,10 @@ class SchedulerRank:
         now = time.time()
         spec = rt.spec
         del self.running[spec.trial_id]
-        self._busy_slot_s += len(rt.slots) * (now - rt.start_time)
+        self._needs_successor.pop(spec.trial_id, None)
+        ran = {"started_at": min(p.start_time for p in rt.parts.values()),  # the processes' times
+               "ended_at": max(p.end_time for p in rt.parts.values())}
+        self._busy_slot_s += len(rt.slots) * (now - (ran["started_at"] if rt.queued else rt.start_time))
         outcome = merge_parts(list(rt.parts.values()), len(rt.slots), self.device,
                               float(self.cfg.trial_time_limit_s))
         result = outcome.result
@@ -384,10 +483,11 @@ class SchedulerRank:
             self._log("trial_failed", trial_id=spec.trial_id, attempt=spec.attempt,
                       reason=result.failure_reason, log_tail=result.log_tail or "",
                       result=result.to_dict(), will_retry=retry_size is not None,
-                      retry_size=retry_size)
+                      retry_size=retry_size, **ran)
         else:
             self._log("trial_finished", trial_id=spec.trial_id, attempt=spec.attempt,
-                      result=result.to_dict())
+                      result=result.to_dict(), **ran)
+        self._promote(rt, now)  # the trial sent ahead on its slot (journaled after this end)
         if retry_size is not None:
             self._submit(TrialSpec(spec.trial_id, spec.params, spec.attempt + 1, retry_size,
                                    spec.suggestion_id, spec.retries_used, spec.oom_retried))
@@ -422,7 +522,7 @@ class SchedulerRank:
 
     # -- loop ------------------------------------------------------------------------------------------
     def _snapshot(self, now: float) -> ProgressSnapshot:
-        elapsed = now - self.t_start
+        elapsed = now - self.t_go
         busy_now = sum(len(rt.slots) * (now - rt.start_time) for rt in self.running.values())
         total = self.layout.usable_slots
         util = (self._busy_slot_s + busy_now) / (elapsed * total) if elapsed > 0 else 0.0
@@ -453,6 +553,7 @@ class SchedulerRank:
 
     def run(self) -> CampaignSummary:
         """Run until the budget is spent, the failure threshold trips or the candidates run out."""
+        self.t_go = time.time()  # every agent is ready now: slot time counts from here
         while True:
             t0 = time.perf_counter()
             now = time.time()
@@ -464,6 +565,7 @@ class SchedulerRank:
             if self.stop_reason is None:
                 self._top_up()
                 busy = self._schedule(now) > 0 or busy
+                busy = self._prefetch(now) > 0 or busy
                 if not self.running and self.waiting:
                     sizes = sorted({spec.size for spec in self.waiting.values()})
                     raise RuntimeError(
@@ -489,10 +591,10 @@ class SchedulerRank:
         return CampaignSummary(
             reason=self.stop_reason or "", finished=self.finished, failed=self.failed,
             statuses=dict(self.statuses), best_objective=self.best, best_trial=self.best_trial,
-            elapsed_s=now - self.t_start, stopped_by_failures=self.stopped_by_failures,
+            elapsed_s=now - self.t_go, stopped_by_failures=self.stopped_by_failures,
             failure_message=self.failure_message, rank0_busy_s=self._rank0_busy_s,
             trial_process_s=self._trial_process_s,
-            slot_seconds=self.layout.usable_slots * (now - self.t_start))
+            slot_seconds=self.layout.usable_slots * (now - self.t_go))
 
     def shutdown(self, reason: str) -> None:
         """Tell every agent to stop (kills whatever still runs there) and wait for the sends."""

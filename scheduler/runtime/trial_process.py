@@ -259,6 +259,9 @@ class Launcher(ABC):
     def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
         """Block up to ``timeout_s`` or until one of ``procs`` may have exited."""
 
+    def ready(self) -> None:
+        """Block until trials can be started without further set-up (at once by default)."""
+
     def close(self) -> None:
         """Release the launcher (nothing by default)."""
 

@@ -124,6 +124,8 @@ def test_failure_threshold_stops_the_campaign(tmp_path: Path) -> None:
     evs = events(out)
     assert evs[-1]["reason"] == "failure threshold exceeded"
     finished = of(evs, "trial_failed")
-    assert 8 <= len(finished) <= 8 + 3  # the running ones at the stop finish, nothing new starts
+    # the ones running at the stop finish, and a trial sent ahead (prefetch) that began before the
+    # stop reached its agent; nothing else starts
+    assert 8 <= len(finished) <= 8 + 2 * 3
     assert len(of(evs, "trial_started")) == len(finished)
     assert "campaign finished: failure threshold exceeded" in proc.stdout

@@ -137,3 +137,31 @@ def test_a_dead_server_fails_its_trials_and_later_trials_are_execd(tmp_path: Pat
 def test_default_preload() -> None:
     assert default_preload("hydragnn_ensemble")[:2] == ["torch", "torch_geometric"]
     assert default_preload("bench.sleep_trainer") == ["bench.sleep_trainer"]
+
+
+@pytest.mark.mpi
+def test_agent_starts_a_trial_sent_ahead_when_the_one_before_exits(tmp_path: Path) -> None:
+    """A real agent under mpiexec: a start sent ahead (prefetch) begins when the trial it follows
+    exits and is reported after that exit, also when it cannot start; one taken back never starts."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "received.json"
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    proc = subprocess.run([str(mpiexec), "-n", "2", sys.executable, "tests/campaign/agent_queue_driver.py",
+                           str(out), str(tmp_path / "work")], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    order = [(m["type"], m.get("trial_id"), m.get("returncode")) for m in got]
+    assert order == [
+        ("PartExited", 0, -signal.SIGTERM), ("PartExited", 1, 0),
+        ("PartExited", 2, -signal.SIGTERM), ("PartExited", 3, 127),
+        ("Unqueued", 5, None), ("PartExited", 4, -signal.SIGTERM),
+        ("pending after the last exit", None, None),
+    ]
+    assert got[-1]["any"] is False  # trial 5 never started
+    assert got[1]["start_time"] >= got[0]["end_time"]  # 1 began after 0 ended, on the agent's clock
+    assert "could not start the trial process" in got[3]["killed_reason"]
+    assert not (tmp_path / "work" / "5" / "probe.json").exists()
+    assert (tmp_path / "work" / "1" / "probe.json").exists()

@@ -280,3 +280,49 @@ def test_progress_line() -> None:
     line.show(snap, now=100.0)
     assert not line.due(105.0) and line.due(110.0)
     assert stream.getvalue() == snap.line() + "\n"
+
+
+@pytest.mark.parametrize("prefetch_below_s", [0.0, 10.0])
+def test_short_trials_are_sent_ahead_to_their_slot(tmp_path: Path, prefetch_below_s: float) -> None:
+    """Prefetch: a short trial's successor starts on the same slot once it exits (journaled after its
+    end, with the processes' own start and end times); prefetch_below_s 0 turns it off."""
+    campaign = write_campaign(tmp_path, max_trials=16, sleep_s=0.05, prefetch_below_s=prefetch_below_s)
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=4)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    ends = {e["trial_id"]: e for e in of(evs, "trial_finished")}
+    assert sorted(ends) == list(range(16))
+    sent_ahead = [e for e in of(evs, "trial_started") if "queued_after" in e]
+    if prefetch_below_s == 0.0:
+        assert sent_ahead == []
+        return
+    assert len(sent_ahead) >= 4  # the first wave is sized before anything was observed
+    position = {id(e): i for i, e in enumerate(evs)}
+    for e in sent_ahead:
+        before = ends[e["queued_after"]]
+        assert position[id(e)] > position[id(before)]  # journaled after the end of the one it followed
+        started = next(s for s in of(evs, "trial_started") if s["trial_id"] == before["trial_id"])
+        assert e["slots"] == started["slots"]
+        assert ends[e["trial_id"]]["started_at"] >= before["ended_at"]  # the same agent's clock
+    for e in ends.values():
+        assert e["started_at"] < e["ended_at"]
+        assert e["ended_at"] - e["started_at"] >= e["result"]["wall_time_s"]
+
+
+def test_a_stop_takes_back_the_trials_sent_ahead(tmp_path: Path) -> None:
+    """max_time_s: trials sent ahead that have not started are dropped (they stay suggested)."""
+    campaign = write_campaign(tmp_path, max_trials=100, max_time_s=2.3, sleep_s=1.0, prefetch_below_s=10.0)
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=4)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    assert evs[-1]["reason"] == "max_time_s (2.3 s) reached"
+    assert any("queued_after" in e for e in of(evs, "trial_started"))
+    t0 = evs[0]["time"]
+    started = [e["started_at"] - t0 for e in of(evs, "trial_finished")]
+    # the third wave ends at >= 3 s: a successor not taken back at the stop (2.3 s) would start then
+    assert max(started) < 2.3 + 0.35, started
+    state_started = {e["trial_id"] for e in of(evs, "trial_started")}
+    assert len(state_started) == len(of(evs, "trial_finished"))
+    assert len(of(evs, "trial_suggested")) > len(state_started)

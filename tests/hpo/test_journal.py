@@ -210,3 +210,25 @@ def test_a_decided_retry_is_not_a_finished_trial():
     state = CampaignState.replay(events)
     assert state.trials[9].status == "completed" and state.num_finished == n_finished + 1
     assert [r.trial_id for r in state.running_at_crash] == [4]
+
+
+def test_attempt_times_are_the_processes_times_when_journaled():
+    """End events carry started_at/ended_at (the agents' clocks): a trial sent ahead is journaled as
+    started only after the end of the one it followed, but really started before that line."""
+    events = [
+        {"event": "campaign_started", "time": 0.0, "campaign": {}, "resume": False, "ranks": 2, "slots": 1},
+        {"event": "trial_suggested", "time": 0.0, "trial_id": 0, "params": params(0), "attempt": 0},
+        {"event": "trial_suggested", "time": 0.0, "trial_id": 1, "params": params(1), "attempt": 0},
+        {"event": "trial_started", "time": 0.1, "trial_id": 0, "attempt": 0, "slots": [0], "hosts": ["h"], "size": 1},
+        {"event": "trial_finished", "time": 1.3, "trial_id": 0, "attempt": 0, "result": result("completed", 0.5),
+         "started_at": 0.12, "ended_at": 1.2},
+        {"event": "trial_started", "time": 1.31, "trial_id": 1, "attempt": 0, "slots": [0], "hosts": ["h"],
+         "size": 1, "queued_after": 0},
+        {"event": "trial_finished", "time": 2.5, "trial_id": 1, "attempt": 0, "result": result("completed", 0.4),
+         "started_at": 1.21, "ended_at": 2.4},
+    ]
+    state = CampaignState.replay(events)
+    first, second = (state.trials[i].last_attempt for i in (0, 1))
+    assert (first.start, first.end) == (0.12, 1.2)
+    assert (second.start, second.end) == (1.21, 2.4)
+    assert first.end <= second.start  # one slot, no overlap

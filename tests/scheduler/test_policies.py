@@ -158,3 +158,48 @@ def test_moldable_tail_widens_last_trials_only():
     # a lone trial on an idle machine: run it on all 16 slots (ends at 22.5 instead of 30)
     policy.submit(TrialRequest(99, 4, predicted_seconds=10.0, alternatives=alts))
     assert [len(d.slots) for d in policy.schedule(pool, 20.0)] == [16]
+
+
+def test_next_to_queue_follows_each_policys_order():
+    """The trial sent ahead behind a running one is the one the policy would start next."""
+    def loaded(name):
+        policy = make_policy(name)
+        for tid, (size, seconds) in enumerate([(2, 1.0), (1, 3.0), (1, 9.0), (1, 5.0)]):
+            policy.submit(TrialRequest(tid, size, predicted_seconds=seconds))
+        return policy
+
+    strict = loaded("fifo")
+    assert strict.next_to_queue(0.0) is None  # its head needs two slots: nothing jumps it
+    assert len(strict) == 4
+    skip = loaded("fifo-skip")
+    assert [skip.next_to_queue(0.0).trial_id for _ in range(3)] == [1, 2, 3]
+    assert skip.next_to_queue(0.0) is None and [r.trial_id for r in skip.pending] == [0]
+    lpt = loaded("load-aware")
+    # largest work first: 9 s (trial 2), then 5 s (trial 3); trial 1 (3 s) loses to trial 0 (2 x 1 s)
+    # only by work 3 > 2, so it comes third; then the two-slot head stops it
+    assert [lpt.next_to_queue(0.0).trial_id for _ in range(3)] == [2, 3, 1]
+    assert lpt.next_to_queue(0.0) is None and [r.trial_id for r in lpt.pending] == [0]
+    assert make_policy("fixed-block").next_to_queue(0.0) is None  # the baseline never prefetches
+
+
+def test_load_aware_tracks_a_queued_trial_once_it_holds_its_slot():
+    pool = ResourcePool(1, 2)
+    policy = make_policy("load-aware")
+    policy.submit(TrialRequest(0, 1, predicted_seconds=4.0))
+    policy.submit(TrialRequest(1, 1, predicted_seconds=4.0))
+    for d in policy.schedule(pool, 0.0):
+        pool.allocate(d.trial_id, d.slots)
+    policy.submit(TrialRequest(2, 1, predicted_seconds=10.0))
+    policy.submit(TrialRequest(3, 2, predicted_seconds=1.0))  # will need both slots
+    assert policy.next_to_queue(0.0).trial_id == 2
+    # trial 0 ends at 4 s; trial 2 takes its slot (predicted end 14 s)
+    pool.release(0)
+    policy.finished(0, 4.0)
+    pool.allocate(2, (0,))
+    policy.queued_started(2, (0,), 4.0)
+    # trial 1 ends at 5 s: trial 3 (both slots) does not fit and is reserved for when trial 2 ends
+    pool.release(1)
+    policy.finished(1, 5.0)
+    assert policy.schedule(pool, 5.0) == []
+    assert policy.reservation is not None and policy.reservation.start == pytest.approx(14.0)
+    assert policy.next_to_queue(5.0) is None  # a reserved head is never jumped by a trial sent ahead
