@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+# required fields; optional ones: trial_started.predicted_slot_s / queued_after (sent ahead behind
+# that trial), trial_finished|failed.started_at / ended_at (when the processes ran, agents' clocks),
+# trial_failed.will_retry / retry_size
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "campaign_started": ("campaign", "resume", "ranks", "slots"),
     "trial_suggested": ("trial_id", "params", "attempt"),

@@ -17,7 +17,9 @@ One loop, single-threaded (a syncer thread only fsyncs the journal)::
 
 A trial sent ahead is journaled as ``trial_started`` (with ``queued_after``) when rank 0 learns that
 it started (the exit report of the trial it follows). A stop (time budget, failure threshold) takes
-back the trials sent ahead that have not started (:class:`Unqueue`). Only first attempts are sent
+back the trials sent ahead that have not started (:class:`Unqueue`), and so does a slot left idle
+with nothing waiting (the trial it would run sits behind one that runs longer than predicted): the
+trial taken back waits for a free slot again. Only first attempts are sent
 ahead: if a crash comes between such a start and its journal line, the trial is still "suggested" in
 the journal and a resume starts it again as attempt 0 (its files set aside as ``*.lost.*``), as
 for a directory a crashed run left behind. Every end event
@@ -101,6 +103,7 @@ class QueuedTrial:
 
     spec: TrialSpec
     slot: int
+    taking_back: bool = False  # Unqueue sent, answer not in yet
 
 
 @dataclass
@@ -365,19 +368,42 @@ class SchedulerRank:
             sent += 1
         return sent
 
-    def _unqueue_all(self, reason: str) -> None:
-        """Take back the trials sent ahead (a stop): the agent drops each one that has not started
-        and says so (:meth:`_on_unqueued`); one that started already runs to its end."""
-        for before, q in self.queued.items():
+    def _take_back(self, q: QueuedTrial, reason: str) -> None:
+        """Ask the agent to drop a trial sent ahead; it answers :class:`Unqueued` if it had not
+        started it (:meth:`_on_unqueued`); one that started already runs to its end."""
+        if not q.taking_back:
+            q.taking_back = True
             msg = Unqueue(q.spec.trial_id, q.spec.attempt, reason)
             self._sends.append(self.comm.isend(msg, dest=self.layout.slot_to_rank[q.slot], tag=TAG_UNQUEUE))
 
+    def _unqueue_all(self, reason: str) -> None:
+        for q in self.queued.values():
+            self._take_back(q, reason)
+
+    def _rebalance(self, now: float) -> None:
+        """Slots idle with nothing waiting: take back the trials sent ahead behind the running
+        trials predicted to end last (they run longer than predicted, or the campaign's tail)."""
+        idle = self.rpool.free_slots - sum(q.taking_back for q in self.queued.values())
+        if idle <= 0 or self.waiting or not self.queued:
+            return
+
+        def predicted_end(before: int) -> float:
+            rt = self.running[before]
+            return rt.start_time + (rt.spec.sized.seconds_at(1) if rt.spec.sized is not None else 0.0)
+
+        candidates = [b for b, q in self.queued.items() if not q.taking_back]
+        for before in sorted(candidates, key=predicted_end, reverse=True)[:idle]:
+            self._take_back(self.queued[before], "a slot is idle")
+
     def _on_unqueued(self, msg: Unqueued) -> None:
-        """The agent dropped a trial sent ahead: it stays "suggested" in the journal, like the
-        waiting ones a stop drops (a later --resume with more budget starts it)."""
+        """The agent dropped a trial sent ahead. At a stop it stays "suggested" in the journal, like
+        the waiting ones a stop drops (a later --resume with more budget starts it); otherwise it
+        waits for a free slot again."""
         for before, q in list(self.queued.items()):
             if q.spec.trial_id == msg.trial_id and q.spec.attempt == msg.attempt:
                 del self.queued[before]
+                if self.stop_reason is None:
+                    self._submit(q.spec)
                 return
         raise RuntimeError(f"agent {msg.agent_rank} dropped trial {msg.trial_id}, which was not sent ahead")
 
@@ -566,6 +592,7 @@ class SchedulerRank:
                 self._top_up()
                 busy = self._schedule(now) > 0 or busy
                 busy = self._prefetch(now) > 0 or busy
+                self._rebalance(now)
                 if not self.running and self.waiting:
                     sizes = sorted({spec.size for spec in self.waiting.values()})
                     raise RuntimeError(

@@ -8,6 +8,7 @@ The trial's behaviour is chosen by the config: ``config["Fault"]["modes"][<trial
 is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key), default "succeed":
 
 - ``succeed``: sleep ``Fault.sleep_s`` and write a completed result with :func:`objective_of`;
+- ``slow``: the same after sleeping ``Fault.slow_s`` instead (a trial far longer than predicted);
 - ``raise``: raise ``RuntimeError("injected failure")`` (a traceback in the log, no result.json);
 - ``nan``: write a diverged result (the validation loss became NaN);
 - ``hang``: sleep forever, ignoring the time budget (the agent must kill it);
@@ -103,7 +104,8 @@ def train(args: argparse.Namespace) -> int:
             marker.write_text("1")
             print("fault_trainer: crashing on purpose (first attempt)", flush=True)
             return 3
-    time.sleep(float(config.get("Fault", {}).get("sleep_s", 0.0)))
+    fault = config.get("Fault", {})
+    time.sleep(float(fault.get("slow_s", 2.0) if mode == "slow" else fault.get("sleep_s", 0.0)))
     if args.world_size > 1:
         total = _allreduce_ranks(args)
         print(f"fault_trainer: all-reduce of ranks = {total}", flush=True)

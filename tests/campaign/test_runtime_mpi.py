@@ -326,3 +326,21 @@ def test_a_stop_takes_back_the_trials_sent_ahead(tmp_path: Path) -> None:
     state_started = {e["trial_id"] for e in of(evs, "trial_started")}
     assert len(state_started) == len(of(evs, "trial_finished"))
     assert len(of(evs, "trial_suggested")) > len(state_started)
+
+
+def test_a_trial_sent_ahead_of_a_slow_one_is_taken_back_for_an_idle_slot(tmp_path: Path) -> None:
+    """Trial 0 runs far longer than predicted; the trial sent ahead behind it is taken back when the
+    other slot falls idle with nothing waiting, and starts there instead of waiting 2 s."""
+    campaign = write_campaign(tmp_path, max_trials=3, sleep_s=0.05, modes={0: "slow"},
+                              prefetch_below_s=100.0)
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    ends = {e["trial_id"]: e for e in of(evs, "trial_finished")}
+    assert sorted(ends) == [0, 1, 2]
+    assert ends[0]["ended_at"] - ends[0]["started_at"] >= 2.0
+    # placement starts trial 0 and one other first; the third is sent ahead behind trial 0 (the
+    # first one started), and must not wait for it
+    for tid in (1, 2):
+        assert ends[tid]["started_at"] < ends[0]["ended_at"] - 1.0, (tid, ends)
