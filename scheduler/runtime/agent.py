@@ -112,11 +112,10 @@ class Agent:
             proc.terminate(msg.reason, time.time())
 
     def _handle_unqueue(self, msg: Unqueue) -> None:
-        for before, start in list(self.queued.items()):
-            if (start.trial_id, start.attempt) == (msg.trial_id, msg.attempt):
-                del self.queued[before]
-                self._report(Unqueued(self.rank, msg.trial_id, msg.attempt))
-                return
+        start = self.queued.get(msg.after)
+        if start is not None and (start.trial_id, start.attempt) == (msg.trial_id, msg.attempt):
+            del self.queued[msg.after]
+            self._report(Unqueued(self.rank, msg.trial_id, msg.attempt, msg.after))
 
     def _drain_messages(self) -> Shutdown | None:
         from mpi4py import MPI

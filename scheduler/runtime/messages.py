@@ -93,6 +93,7 @@ class Unqueue:
 
     trial_id: int
     attempt: int
+    after: tuple[int, int]  # the start's ``after``: the trial attempt it waits for
     reason: str
 
 
@@ -104,6 +105,7 @@ class Unqueued:
     agent_rank: int
     trial_id: int
     attempt: int
+    after: tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,6 @@ class RunningTrial:
     start_time: float
     parts: dict[int, PartExited] = field(default_factory=dict)
     kill_sent: bool = False
-    queued: bool = False  # sent ahead behind another trial (prefetch)
 
 
 @dataclass
@@ -103,6 +102,7 @@ class QueuedTrial:
 
     spec: TrialSpec
     slot: int
+    after: tuple[int, int]  # the trial attempt it follows
     taking_back: bool = False  # Unqueue sent, answer not in yet
 
 
@@ -323,7 +323,7 @@ class SchedulerRank:
             self._journal_start(spec, slots)
             self._running(spec, slots, now)
         else:
-            self.queued[after.trial_id] = QueuedTrial(spec, slots[0])
+            self.queued[after.trial_id] = QueuedTrial(spec, slots[0], (after.trial_id, after.attempt))
         limit = float(self.cfg.trial_time_limit_s)
         self._pending_starts.extend(
             (self.layout.slot_to_rank[slot], StartTrial(
@@ -333,7 +333,7 @@ class SchedulerRank:
                 log_path=str(run_dir / ("train.log" if r == 0 else f"train.rank{r}.log")),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
                 device=self.device, read_result=(r == 0), config_json=config_text,
-                after=None if after is None else (after.trial_id, after.attempt)))
+                after=None if after is None else self.queued[after.trial_id].after))
             for r, slot in enumerate(slots))
 
     def _journal_start(self, spec: TrialSpec, slots: tuple[int, ...], **extra: Any) -> None:
@@ -342,8 +342,8 @@ class SchedulerRank:
         self._log("trial_started", trial_id=spec.trial_id, attempt=spec.attempt, slots=list(slots),
                   hosts=hosts, size=len(slots), predicted_slot_s=predicted, **extra)
 
-    def _running(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float, queued: bool = False) -> None:
-        self.running[spec.trial_id] = RunningTrial(spec, slots, start_time, queued=queued)
+    def _running(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float) -> None:
+        self.running[spec.trial_id] = RunningTrial(spec, slots, start_time)
         if (len(slots) == 1 and self.stop_reason is None and spec.sized is not None
                 and spec.sized.seconds_at(1) <= self._prefetch_below_s):
             self._needs_successor[spec.trial_id] = slots[0]
@@ -359,7 +359,7 @@ class SchedulerRank:
                 break
             spec = self.waiting[req.trial_id]
             if spec.attempt > 0:  # a re-run waits for a free slot (see the module docstring)
-                self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+                self._submit(spec)  # back to placement
                 break
             del self.waiting[req.trial_id]
             slot = self._needs_successor.pop(tid)
@@ -373,18 +373,20 @@ class SchedulerRank:
         started it (:meth:`_on_unqueued`); one that started already runs to its end."""
         if not q.taking_back:
             q.taking_back = True
-            msg = Unqueue(q.spec.trial_id, q.spec.attempt, reason)
+            msg = Unqueue(q.spec.trial_id, q.spec.attempt, q.after, reason)
             self._sends.append(self.comm.isend(msg, dest=self.layout.slot_to_rank[q.slot], tag=TAG_UNQUEUE))
 
     def _unqueue_all(self, reason: str) -> None:
         for q in self.queued.values():
             self._take_back(q, reason)
 
-    def _rebalance(self, now: float) -> None:
+    def _rebalance(self) -> None:
         """Slots idle with nothing waiting: take back the trials sent ahead behind the running
         trials predicted to end last (they run longer than predicted, or the campaign's tail)."""
+        if self.waiting or not self.queued or self.rpool.free_slots == 0:  # the usual turn: O(1)
+            return
         idle = self.rpool.free_slots - sum(q.taking_back for q in self.queued.values())
-        if idle <= 0 or self.waiting or not self.queued:
+        if idle <= 0:
             return
 
         def predicted_end(before: int) -> float:
@@ -399,13 +401,12 @@ class SchedulerRank:
         """The agent dropped a trial sent ahead. At a stop it stays "suggested" in the journal, like
         the waiting ones a stop drops (a later --resume with more budget starts it); otherwise it
         waits for a free slot again."""
-        for before, q in list(self.queued.items()):
-            if q.spec.trial_id == msg.trial_id and q.spec.attempt == msg.attempt:
-                del self.queued[before]
-                if self.stop_reason is None:
-                    self._submit(q.spec)
-                return
-        raise RuntimeError(f"agent {msg.agent_rank} dropped trial {msg.trial_id}, which was not sent ahead")
+        q = self.queued.get(msg.after[0])
+        if q is None or (q.spec.trial_id, q.spec.attempt) != (msg.trial_id, msg.attempt):
+            raise RuntimeError(f"agent {msg.agent_rank} dropped trial {msg.trial_id}, which was not sent ahead")
+        del self.queued[msg.after[0]]
+        if self.stop_reason is None:
+            self._submit(q.spec)
 
     def _promote(self, before: RunningTrial, now: float) -> None:
         """The trial sent ahead behind ``before`` (which just ended) holds the slot now."""
@@ -417,7 +418,7 @@ class SchedulerRank:
         self.policy.queued_started(q.spec.trial_id, slots, now)
         self._journal_start(q.spec, slots, queued_after=before.spec.trial_id)
         ended = max((p.end_time for p in before.parts.values()), default=now)
-        self._running(q.spec, slots, min(ended, now), queued=True)
+        self._running(q.spec, slots, min(ended, now))
 
     def _schedule(self, now: float) -> int:
         """Allocate slots to what placement decides now and journal the starts (the messages leave
@@ -495,7 +496,7 @@ class SchedulerRank:
         self._needs_successor.pop(spec.trial_id, None)
         ran = {"started_at": min(p.start_time for p in rt.parts.values()),  # the processes' times
                "ended_at": max(p.end_time for p in rt.parts.values())}
-        self._busy_slot_s += len(rt.slots) * (now - (ran["started_at"] if rt.queued else rt.start_time))
+        self._busy_slot_s += len(rt.slots) * (now - rt.start_time)
         outcome = merge_parts(list(rt.parts.values()), len(rt.slots), self.device,
                               float(self.cfg.trial_time_limit_s))
         result = outcome.result
@@ -592,7 +593,7 @@ class SchedulerRank:
                 self._top_up()
                 busy = self._schedule(now) > 0 or busy
                 busy = self._prefetch(now) > 0 or busy
-                self._rebalance(now)
+                self._rebalance()
                 if not self.running and self.waiting:
                     sizes = sorted({spec.size for spec in self.waiting.values()})
                     raise RuntimeError(

@@ -74,7 +74,7 @@ def scheduler(comm, out: Path, work: Path) -> None:
     # 3. trial 5 sent ahead behind 4 is taken back: the agent says so; 4's exit starts nothing
     send(start(work, 4, "hang"), TAG_START)
     send(start(work, 5, "exit", after=4), TAG_START)
-    send(Unqueue(5, 0, "test"), TAG_UNQUEUE)
+    send(Unqueue(5, 0, (4, 0), "test"), TAG_UNQUEUE)
     receive(comm, received)
     send(KillTrial(4, 0, "test"), TAG_KILL)
     receive(comm, received)
