@@ -195,7 +195,6 @@ class SchedulerRank:
         self.running: dict[int, RunningTrial] = {}
         self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
         self._needs_successor: dict[int, int] = {}  # short running trial -> its slot (no successor yet)
-        self._prefetch_below_s = float(getattr(config, "prefetch_below_s", 0.0))
         self.finished = history.finished
         self.failed = history.failed
         self.statuses: Counter = Counter(history.statuses)
@@ -319,11 +318,12 @@ class SchedulerRank:
             rdv = run_dir / f"rendezvous.{spec.attempt}"
             rdv.unlink(missing_ok=True)
             init = f"file://{rdv}"
-        if after is None:
+        after_key = None if after is None else (after.trial_id, after.attempt)
+        if after_key is None:
             self._journal_start(spec, slots)
             self._running(spec, slots, now)
         else:
-            self.queued[after.trial_id] = QueuedTrial(spec, slots[0], (after.trial_id, after.attempt))
+            self.queued[after_key[0]] = QueuedTrial(spec, slots[0], after_key)
         limit = float(self.cfg.trial_time_limit_s)
         self._pending_starts.extend(
             (self.layout.slot_to_rank[slot], StartTrial(
@@ -333,7 +333,7 @@ class SchedulerRank:
                 log_path=str(run_dir / ("train.log" if r == 0 else f"train.rank{r}.log")),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
                 device=self.device, read_result=(r == 0), config_json=config_text,
-                after=None if after is None else self.queued[after.trial_id].after))
+                after=after_key))
             for r, slot in enumerate(slots))
 
     def _journal_start(self, spec: TrialSpec, slots: tuple[int, ...], **extra: Any) -> None:
@@ -345,7 +345,7 @@ class SchedulerRank:
     def _running(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float) -> None:
         self.running[spec.trial_id] = RunningTrial(spec, slots, start_time)
         if (len(slots) == 1 and self.stop_reason is None and spec.sized is not None
-                and spec.sized.seconds_at(1) <= self._prefetch_below_s):
+                and spec.sized.seconds_at(1) <= self.cfg.prefetch_below_s):
             self._needs_successor[spec.trial_id] = slots[0]
 
     def _prefetch(self, now: float) -> int:
