@@ -5,6 +5,13 @@ predictions of the best M completed trials: one weight per member (``greedy``) o
 and head (``greedy-per-head``, optionally bagged)), copies their checkpoints into
 ``ENSEMBLE_DIR/members/``, and writes ``manifest.json`` (see :mod:`ensemble.manifest`). The
 directory is written under a temporary name and renamed into place when complete.
+
+The ensemble directory may not be, contain or lie inside the campaign directory or the dataset,
+and an existing one is replaced (``overwrite``, the CLI's ``--force``) only when it is an ensemble
+directory (:func:`hydragnn_ensemble.path_guard.check_replaceable`): never an arbitrary directory.
+Trials that would have ranked among the candidates by their reported objective but cannot join
+(checkpoint missing, result.json unreadable, ...) are recorded in the manifest's
+``selection.excluded`` with the reason.
 """
 
 from __future__ import annotations
@@ -17,8 +24,18 @@ from pathlib import Path
 import numpy as np
 
 from graph_builders.schema import HeadRegistry
+from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap, check_replaceable
 from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
-from ensemble.manifest import MEMBERS_DIR, Manifest, MemberEntry, SelectionInfo, sha256_of, write_manifest
+from ensemble.manifest import (
+    MEMBERS_DIR,
+    ExcludedTrial,
+    Manifest,
+    MemberEntry,
+    SelectionInfo,
+    is_ensemble_dir,
+    sha256_of,
+    write_manifest,
+)
 from ensemble.predictor import MemberModel, read_split, run_members, split_targets
 from ensemble.selection import Selection, SelectionError, greedy_per_head, greedy_selection, select_topk
 
@@ -97,6 +114,11 @@ def choose_members(info: CampaignInfo, options: BuildOptions) -> Selection:
     raise EnsembleBuildError(f"unknown selection method {options.method!r}; use one of {METHODS}")
 
 
+def _pool_size(options: BuildOptions) -> int:
+    """How many of the best trials the method considers (top-K, or the greedy candidates)."""
+    return options.top_k if options.method == "topk" else max(options.candidates, options.top_k)
+
+
 def _union_heads(registries: list[HeadRegistry]) -> HeadRegistry:
     seen: dict[str, object] = {}
     for reg in registries:
@@ -105,10 +127,16 @@ def _union_heads(registries: list[HeadRegistry]) -> HeadRegistry:
     return HeadRegistry.of(seen.values())
 
 
-def _prepare_output(out: Path, overwrite: bool) -> Path:
-    occupied = (out.is_dir() and any(out.iterdir())) or (out.exists() and not out.is_dir())
-    if occupied and not overwrite:
-        raise EnsembleBuildError(f"{out}: already exists; choose another -o or pass --force")
+def check_output(out: Path, inputs: list[Path], overwrite: bool) -> None:
+    """Refuse an ensemble directory that overlaps the inputs or would replace something else."""
+    try:
+        check_no_overlap(out, inputs, "ensemble directory")
+        check_replaceable(out, is_ensemble_dir, "ensemble directory", force=overwrite, needs_force=True)
+    except PathGuardError as exc:
+        raise EnsembleBuildError(str(exc)) from None
+
+
+def _prepare_output(out: Path) -> Path:
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -120,7 +148,20 @@ def write_ensemble(info: CampaignInfo, selection: Selection, out: str | os.PathL
                    options: BuildOptions) -> Manifest:
     """Copy the selected members' checkpoints into ``out`` and write its manifest."""
     out = Path(out)
-    tmp = _prepare_output(out, options.overwrite)
+    _check_output_of(info, out, options)
+    return _write(info, selection, out, options)
+
+
+def _check_output_of(info: CampaignInfo, out: Path, options: BuildOptions) -> None:
+    dataset = _dataset_of(info, options)
+    check_output(out, [info.root] + ([dataset] if dataset is not None else []), options.overwrite)
+
+
+def _write(info: CampaignInfo, selection: Selection, out: Path, options: BuildOptions) -> Manifest:
+    dataset = _dataset_of(info, options)
+    excluded = [ExcludedTrial(trial_id=t.trial_id, objective=t.reported_objective, reason=t.excluded_because)
+                for t in info.excluded_among_best(_pool_size(options))]
+    tmp = _prepare_output(out)
     try:
         entries: list[MemberEntry] = []
         registries: list[HeadRegistry] = []
@@ -139,14 +180,13 @@ def write_ensemble(info: CampaignInfo, selection: Selection, out: str | os.PathL
                 potential_mode=loaded.spec.energy_head is not None,
                 predicts_variance=bool(loaded.spec.predict_variance),
                 head_weights={h: w[j] for h, w in selection.head_weights.items()}))
-        dataset = _dataset_of(info, options)
         manifest = Manifest(
             campaign_dir=str(info.root.resolve()), dataset=str(dataset) if dataset else None,
             heads=_union_heads(registries).to_json(), graph_cutoff=max(e.radius for e in entries),
             members=entries,
             selection=SelectionInfo(method=selection.method, top_k=options.top_k,
                                     candidates=selection.candidates, history=selection.history,
-                                    per_head=bool(selection.head_weights)))
+                                    per_head=bool(selection.head_weights), excluded=excluded))
         write_manifest(tmp, manifest)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -162,5 +202,7 @@ def build_ensemble(campaign_dir: str | os.PathLike, out: str | os.PathLike,
     """Select members from ``campaign_dir`` and write the ensemble directory ``out``."""
     options = options or BuildOptions()
     info = read_campaign(campaign_dir)
+    out = Path(out)
+    _check_output_of(info, out, options)  # before the (greedy: costly) selection
     selection = choose_members(info, options)
-    return write_ensemble(info, selection, out, options)
+    return _write(info, selection, out, options)

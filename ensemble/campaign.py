@@ -7,10 +7,13 @@ A trial is an ensemble *candidate* only when all of these hold:
   never members);
 * ``trials/<id>/result.json`` reads, has status ``completed`` (or ``timeout`` with a checkpoint:
   the trainer keeps the best epoch reached within the budget) and a finite objective;
-* the checkpoint named in ``result.json`` exists next to it.
+* the checkpoint named in ``result.json`` exists inside its trial directory (a path leading out of
+  it, ``../x`` or absolute, is refused: the ensemble directory copies only what the trial made).
 
 Trials are ranked by the campaign's objective key (``objective`` by default; lower is better),
-ties broken by trial id.
+ties broken by trial id. :meth:`CampaignInfo.excluded_among_best` names the trials that would have
+ranked among the best by the objective they reported (journal or result.json) but cannot join,
+so that ``select`` never leaves out a good trial without saying so.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.objective import STATUSES_WITH_OBJECTIVE, objective_value
+from hydragnn_ensemble.path_guard import PathGuardError, contained_path
 from hydragnn_ensemble.result import TrialResult
 
 
@@ -41,6 +45,7 @@ class CampaignTrial:
     params: dict[str, Any] = field(default_factory=dict)
     result: TrialResult | None = None
     excluded_because: str | None = None  # None for a candidate
+    reported_objective: float | None = None  # what the journal (else result.json) reported
 
     @property
     def eligible(self) -> bool:
@@ -51,7 +56,10 @@ class CampaignTrial:
     def checkpoint_path(self) -> Path:
         if self.result is None or self.result.checkpoint is None:
             raise CampaignReadError(f"trial {self.trial_id}: has no checkpoint")
-        return self.run_dir / self.result.checkpoint
+        try:
+            return contained_path(self.run_dir, self.result.checkpoint, f"trial {self.trial_id}: checkpoint")
+        except PathGuardError as exc:
+            raise CampaignReadError(str(exc)) from None
 
     @property
     def config_path(self) -> Path:
@@ -83,6 +91,22 @@ class CampaignInfo:
     def excluded(self) -> list[CampaignTrial]:
         """Trials that can never be members, by trial id."""
         return [t for _, t in sorted(self.trials.items()) if not t.eligible]
+
+    def excluded_among_best(self, n: int) -> list[CampaignTrial]:
+        """Ineligible trials whose reported objective ranks them before the ``n``-th eligible one
+        (they would have been among the best ``n``), best first."""
+        scored = [t for t in self.trials.values()
+                  if t.reported_objective is not None and math.isfinite(t.reported_objective)]
+        out: list[CampaignTrial] = []
+        eligible_seen = 0
+        for trial in sorted(scored, key=lambda t: (t.reported_objective, t.trial_id)):
+            if eligible_seen >= n:
+                break
+            if trial.eligible:
+                eligible_seen += 1
+            else:
+                out.append(trial)
+        return out
 
 
 def _journal_state(root: Path):
@@ -157,10 +181,21 @@ def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
             trial.excluded_because = _exclusion(trial, journal_status, objective_key)
         if trial.excluded_because is None:
             trial.objective = _objective(trial.result, objective_key)
+        trial.reported_objective = _reported_objective(trial, record, objective_key)
         trials[trial_id] = trial
     if not trials:
         raise CampaignReadError(f"{root}: no trials (neither trials/<id>/ directories nor a journal)")
     return CampaignInfo(root, trials, dataset, objective_key, base_config)
+
+
+def _reported_objective(trial: CampaignTrial, record, objective_key: str) -> float | None:
+    """The trial's objective as the journal recorded it (None when the journal says it never finished);
+    from result.json only for a campaign without a journal record of the trial."""
+    if record is not None:
+        return None if record.objective is None else float(record.objective)
+    if trial.result is not None and trial.result.status in MEMBER_STATUSES:
+        return _objective(trial.result, objective_key)
+    return None
 
 
 def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str) -> str | None:
@@ -174,7 +209,11 @@ def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: 
         return f"status {result.status}" + (f": {result.failure_reason}" if result.failure_reason else "")
     if result.checkpoint is None:
         return f"status {result.status} without a checkpoint"
-    if not (trial.run_dir / result.checkpoint).is_file():
+    try:
+        checkpoint = trial.checkpoint_path
+    except CampaignReadError as exc:
+        return str(exc).removeprefix(f"trial {trial.trial_id}: ")
+    if not checkpoint.is_file():
         return f"checkpoint {result.checkpoint} is missing"
     objective = _objective(result, objective_key)
     if objective is None or not math.isfinite(objective):

@@ -12,6 +12,11 @@ searched values ``p:<key>``, per-head validation/test metrics ``m:<head>:<metric
 * ``json`` / ``yaml``: ``top_k.json`` / ``top_k.yaml``: a list of {rank, trial_id, objective,
   params, metrics, config};
 * ``csv``: the table only.
+
+``OUT_DIR`` may not be, contain or lie inside the campaign directory; if it exists and is not
+empty it must be an earlier export (it holds ``members.csv``): anything else is never written into.
+Trials that would have ranked among the K best by their reported objective but cannot be exported
+(no result.json, checkpoint missing, ...) are returned in :attr:`ExportResult.excluded`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
 from ensemble.selection import select_topk
+from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap, check_replaceable
 
 FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv")
 TABLE_NAME = "members.csv"
@@ -66,9 +72,25 @@ def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
     return config
 
 
-def collect(campaign_dir: str | os.PathLike, top_k: int) -> list[ExportedTrial]:
+@dataclass
+class ExportResult:
+    """What an export wrote, and the trials it had to leave out (best first)."""
+
+    files: list[Path]
+    excluded: list[CampaignTrial]
+
+
+def is_export_dir(path: Path) -> bool:
+    """True for a directory an earlier export wrote (``members.csv`` with its header)."""
+    try:
+        with open(path / TABLE_NAME) as fh:
+            return fh.readline().startswith("rank,trial_id,objective")
+    except OSError:
+        return False
+
+
+def collect(info: CampaignInfo, top_k: int) -> list[ExportedTrial]:
     """The ``top_k`` best completed trials with their configs."""
-    info = read_campaign(campaign_dir)
     chosen = select_topk(info, top_k)
     out = []
     for rank, trial_id in enumerate(chosen.trial_ids, start=1):
@@ -111,12 +133,18 @@ def write_table(trials: list[ExportedTrial], path: Path) -> Path:
 
 
 def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
-                 out_dir: str | os.PathLike) -> list[Path]:
-    """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``; returns the files."""
+                 out_dir: str | os.PathLike) -> ExportResult:
+    """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    trials = collect(campaign_dir, top_k)
     out = Path(out_dir)
+    try:
+        check_no_overlap(out, [Path(campaign_dir)], "export directory")
+        check_replaceable(out, is_export_dir, "export directory")
+    except PathGuardError as exc:
+        raise ExportError(str(exc)) from None
+    info = read_campaign(campaign_dir)
+    trials = collect(info, top_k)
     out.mkdir(parents=True, exist_ok=True)
     files = [write_table(trials, out / TABLE_NAME)]
     records = [{"rank": t.rank, "trial_id": t.trial_id, "objective": t.objective, "params": t.params,
@@ -136,4 +164,4 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
         path = out / "top_k.yaml"
         _write_text(path, yaml.safe_dump(records, sort_keys=False))
         files.append(path)
-    return files
+    return ExportResult(files, info.excluded_among_best(top_k))

@@ -6,7 +6,8 @@ An ensemble directory is self-contained and portable::
     ENSEMBLE_DIR/members/trial_<id>.pt     the members' checkpoints, copied from the campaign
 
 Each member entry records its trial id, its HydraGNN config, the checkpoint file name (relative to
-the ensemble directory) and that file's sha256, its weight, its validation/test metrics and its
+the ensemble directory, which it may not leave: no ``..``, no absolute path, no link out) and that
+file's sha256, its weight, its validation/test metrics and its
 normalisation (read from its checkpoint). :func:`read_manifest` checks every checkpoint's presence
 and checksum; a problem raises :class:`EnsembleIntegrityError` naming the member and the file.
 
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hydragnn_ensemble.path_guard import PathGuardError, contained_path
 
 MANIFEST_NAME = "manifest.json"
 MEMBERS_DIR = "members"
@@ -63,6 +66,15 @@ class MemberEntry(_Model):
         return float(self.head_weights.get(head, self.weight))
 
 
+class ExcludedTrial(_Model):
+    """A trial that would have ranked among the candidates by its reported objective but cannot
+    be a member (checkpoint missing, result.json unreadable, ...)."""
+
+    trial_id: int
+    objective: float | None = None  # as the journal or result.json reported it
+    reason: str
+
+
 class SelectionInfo(_Model):
     """How the members were chosen."""
 
@@ -71,6 +83,8 @@ class SelectionInfo(_Model):
     candidates: list[int] = Field(default_factory=list)
     history: list[float] = Field(default_factory=list)
     per_head: bool = False  # members carry per-head weights
+    #: trials that would have been candidates by objective but were left out, with the reason
+    excluded: list[ExcludedTrial] = Field(default_factory=list)
 
 
 class Manifest(_Model):
@@ -97,6 +111,23 @@ def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def is_ensemble_dir(path: str | os.PathLike) -> bool:
+    """True when ``path`` holds a manifest of this format (what ``select`` wrote and may replace)."""
+    try:
+        data = json.loads((Path(path) / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def member_checkpoint(root: str | os.PathLike, member: MemberEntry) -> Path:
+    """The member's checkpoint file, which must lie inside the ensemble directory ``root``."""
+    try:
+        return contained_path(root, member.checkpoint, f"member trial {member.trial_id}: checkpoint")
+    except PathGuardError as exc:
+        raise EnsembleIntegrityError(f"{Path(root) / MANIFEST_NAME}: {exc}") from None
 
 
 def write_manifest(ensemble_dir: str | os.PathLike, manifest: Manifest) -> Path:
@@ -136,6 +167,8 @@ def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manif
     for head in {h for m in manifest.members for h in m.head_weights}:
         if sum(m.weight_for(head) for m in manifest.members) <= 0.0:
             raise EnsembleIntegrityError(f"{path}: head {head!r} has zero total weight over the members")
+    for member in manifest.members:
+        member_checkpoint(root, member)
     if verify:
         verify_members(root, manifest)
     return manifest
@@ -144,7 +177,7 @@ def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manif
 def verify_members(root: Path, manifest: Manifest) -> None:
     """Check that every member checkpoint exists and has the recorded sha256."""
     for member in manifest.members:
-        ckpt = root / member.checkpoint
+        ckpt = member_checkpoint(root, member)
         if not ckpt.is_file():
             raise EnsembleIntegrityError(
                 f"{root}: member trial {member.trial_id} is missing its checkpoint {member.checkpoint}")

@@ -19,6 +19,29 @@ from ensemble.inputs import InputItem
 from ensemble.predictor import EnsemblePrediction
 
 
+LEADING_COLUMNS: tuple[str, ...] = ("source", "index", "name", "formula", "num_atoms")
+
+
+def is_predictions_csv(path: Path) -> bool:
+    """True for a file :func:`write_predictions_csv` wrote (its header row), which may be replaced."""
+    try:
+        with open(path, newline="") as fh:
+            return fh.readline().startswith(",".join(LEADING_COLUMNS))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def is_node_extxyz(path: Path) -> bool:
+    """True for a file :func:`write_node_extxyz` wrote (per-atom ``<head>_mean`` arrays)."""
+    try:
+        with open(path) as fh:
+            fh.readline()
+            comment = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "_mean:R:" in comment and "source=" in comment
+
+
 def _columns(prediction: EnsemblePrediction) -> list[tuple[str, str, str, int]]:
     """(column name, head, field, component) for every graph-head value."""
     cols = []
@@ -47,7 +70,7 @@ def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["source", "index", "name", "formula", "num_atoms"] + [c[0] for c in cols])
+        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols])
         for row, item in enumerate(items):
             writer.writerow([item.source, item.index, item.name, item.formula, item.num_nodes] +
                             [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in cols])

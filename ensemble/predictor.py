@@ -39,7 +39,7 @@ from torch_geometric.data import Batch, Data
 
 from graph_builders.schema import HeadRegistry, HeadSpec, edge_vectors
 from ensemble._shared import EdgeWork, active_work, inference_context, share_geometry
-from ensemble.manifest import Manifest, read_manifest
+from ensemble.manifest import Manifest, member_checkpoint, read_manifest
 
 #: Graph fields a model reads; everything else (targets, names) is dropped before batching.
 INPUT_FIELDS: tuple[str, ...] = ("x", "z", "pos", "edge_index", "edge_attr", "edge_shift", "cell", "pbc")
@@ -260,7 +260,7 @@ class EnsemblePredictor:
         for j, k in enumerate(self.local_indices):
             entry = entries[k]
             dev = devs[j % len(devs)]
-            loaded = load_checkpoint(self.root / entry.checkpoint, device=dev)
+            loaded = load_checkpoint(member_checkpoint(self.root, entry), device=dev)
             self.members.append(MemberModel(entry.trial_id, entry.weight, loaded, entry.radius, dev))
 
     @property

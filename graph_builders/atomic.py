@@ -26,6 +26,9 @@ MAX_ATOMIC_NUMBER = 118
 # for two periodic directions) is below this are treated as linearly dependent.
 DEGENERATE_TOLERANCE = 1e-6
 _SHOWN = 8  # how many offending atom indices an error message lists
+#: Atoms closer than this (Å) are refused as coincident: a duplicated atom or a broken file. The
+#: shortest real bond, H-H in H2, is 0.74 Å; pass ``min_distance=0`` to accept anything.
+MIN_DISTANCE = 0.5
 
 __all__ = ["AtomicGraphBuilder", "InvalidStructureError", "atoms_to_graph"]
 
@@ -37,6 +40,7 @@ def atoms_to_graph(
     targets: Mapping[str, Any] | None = None,
     name: str | None = None,
     allow_isolated: bool = False,
+    min_distance: float = MIN_DISTANCE,
 ) -> Data:
     """Radius graph of ``structure`` (every pair closer than ``cutoff`` Å, periodic images included).
 
@@ -52,10 +56,11 @@ def atoms_to_graph(
     neighbour index, then shift); the result may then lack some reverse edges.
 
     Raises InvalidStructureError (a ValueError) naming the sample for empty structures, unknown
-    elements, non-finite coordinates, zero/negative-volume or degenerate periodic cells and atoms
+    elements, non-finite coordinates, zero/negative-volume or degenerate periodic cells, atoms
+    closer than ``min_distance`` Å to another atom or image (:data:`MIN_DISTANCE`) and atoms
     without any neighbour within the cutoff (unless ``allow_isolated``).
     """
-    builder = AtomicGraphBuilder(cutoff, max_neighbours, allow_isolated)
+    builder = AtomicGraphBuilder(cutoff, max_neighbours, allow_isolated, min_distance)
     return builder(structure, targets=targets, name=name)
 
 
@@ -67,7 +72,8 @@ class AtomicGraphBuilder:
     """
 
     def __init__(
-        self, cutoff: float = 5.0, max_neighbours: int | None = None, allow_isolated: bool = False
+        self, cutoff: float = 5.0, max_neighbours: int | None = None, allow_isolated: bool = False,
+        min_distance: float = MIN_DISTANCE,
     ) -> None:
         cutoff = float(cutoff)
         if not math.isfinite(cutoff) or cutoff <= 0:
@@ -77,6 +83,7 @@ class AtomicGraphBuilder:
         self.cutoff = cutoff
         self.max_neighbours = None if max_neighbours is None else int(max_neighbours)
         self.allow_isolated = bool(allow_isolated)
+        self.min_distance = float(min_distance)
         self._neighbour_list = vesin.NeighborList(cutoff=cutoff, full_list=True, n_threads=1)
 
     def __call__(
@@ -102,6 +109,8 @@ class AtomicGraphBuilder:
         except RuntimeError as exc:
             raise InvalidStructureError(f"{label}: neighbour list failed: {exc}") from exc
         n_atoms = len(numbers)
+        if distances.size and distances.min() < self.min_distance:
+            _refuse_coincident(pairs, shifts, distances, self.min_distance, label)
         if self.max_neighbours is not None:
             keep = _nearest_per_centre(pairs, shifts, distances, n_atoms, self.max_neighbours)
             pairs, shifts, distances = pairs[keep], shifts[keep], distances[keep]
@@ -154,8 +163,25 @@ def _check_isolated(centres: np.ndarray, n_atoms: int, cutoff: float, label: _Sa
             f"{label}: {isolated.size} atom(s) have no neighbour within the cutoff of "
             f"{cutoff} Å (indices {isolated[:_SHOWN].tolist()}"
             f"{' ...' if isolated.size > _SHOWN else ''}); increase the cutoff or pass "
-            "allow_isolated=True"
+            "allow_isolated=True (--allow-isolated on the command line)"
         )
+
+
+def _refuse_coincident(pairs: np.ndarray, shifts: np.ndarray, distances: np.ndarray, min_distance: float,
+                       label: _SampleLabel) -> None:
+    """Raise InvalidStructureError naming the closest pairs (each pair once)."""
+    close = np.flatnonzero((distances < min_distance) & (pairs[:, 0] <= pairs[:, 1]))
+    if close.size == 0:  # only (j, i) orderings were close: the same pairs seen from the other side
+        close = np.flatnonzero(distances < min_distance)
+    order = close[np.argsort(distances[close], kind="stable")][:_SHOWN]
+    shown = ", ".join(
+        f"{int(pairs[k, 0])}-{int(pairs[k, 1])}"
+        + (f" (image {shifts[k].astype(int).tolist()})" if np.any(shifts[k]) else "")
+        + f" at {distances[k]:.3g} Å" for k in order)
+    raise InvalidStructureError(
+        f"{label}: {close.size} pair(s) of atoms closer than {min_distance:g} Å (coincident or "
+        f"duplicated atoms?): {shown}"
+    )
 
 
 class _SampleLabel:

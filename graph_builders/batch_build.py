@@ -15,7 +15,9 @@ Inputs per scale (a directory stands for every non-hidden file under it):
 * ``continuum``: any mesh file meshio reads; ``features`` / ``targets`` name point-data arrays that
   form ``x`` / become node heads.
 
-A file is stored only if all its structures build; otherwise it is listed with the reason.
+Every structure that builds is stored. A file that cannot be read is listed with the reason as
+``FILE``; a structure of a multi-structure file that cannot become a graph as ``FILE[INDEX]``, and
+the other structures of that file are kept (as ``predict`` does).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class BuildOptions:
     max_neighbours: int | None = None
     features: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    allow_isolated: bool = False  # atomic: keep atoms without a neighbour within the cutoff
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -62,21 +65,30 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class FileFailure:
-    """One input file that produced no graphs, and why."""
+    """An input file (``FILE``) or one structure of it (``FILE[INDEX]``) that gave no graph, and why."""
 
     file: str
     reason: str
 
 
 @dataclass
+class FileOutcome:
+    """What one input file gave: its good graphs and its failures (the whole file, or structures)."""
+
+    graphs: list[Data] = field(default_factory=list)
+    failures: list[FileFailure] = field(default_factory=list)
+
+
+@dataclass
 class BatchResult:
-    """Graphs of all good files (in input order), their heads, the failures and remarks."""
+    """Graphs of all good structures (in input order), their heads, the failures and remarks."""
 
     graphs: list[Data]
     heads: HeadRegistry
     num_files: int
     failures: list[FileFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    files_with_graphs: int = 0  # input files that gave at least one stored graph
 
 
 def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
@@ -91,29 +103,28 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def build_file(path: Path, options: BuildOptions) -> list[Data]:
-    """All graphs of one input file; raises InputFileError (or the builder's ValueError) naming it."""
-    if not path.is_file():
-        raise InputFileError(f"{path}: no such file")
-    if options.scale == "atomic":
-        graphs = _atomic_graphs(path, options)
-    elif options.scale == "mesoscale":
-        graphs = [_mesoscale_graph(path)]
-    else:
-        graphs = [_continuum_graph(path, options)]
-    for graph in graphs:
+def build_file(path: Path, options: BuildOptions) -> FileOutcome:
+    """The graphs of one input file and its failures; never raises for a bad file or structure."""
+    try:
+        if not path.is_file():
+            raise InputFileError(f"{path}: no such file")
+        if options.scale == "atomic":
+            return _atomic_graphs(path, options)
+        graph = _mesoscale_graph(path) if options.scale == "mesoscale" else _continuum_graph(path, options)
         validate_graph(graph, None, graph.name)
-    return graphs
+    except Exception as exc:  # noqa: BLE001 - any failure of one file is recorded against that file
+        return FileOutcome(failures=[FileFailure(str(path), _reason(exc, path))])
+    return FileOutcome([graph])
 
 
 def build_graphs(files: Sequence[Path], options: BuildOptions, workers: int = 1, progress: bool = True) -> BatchResult:
     """Build every file (in ``workers`` processes when > 1), keep the good ones, list the bad ones."""
-    outcomes: dict[int, list[Data] | FileFailure] = {}
+    outcomes: dict[int, FileOutcome] = {}
     bar = tqdm(total=len(files), disable=not progress, desc=f"building {options.scale} graphs", unit="file")
     with bar:
         if workers <= 1:
             for index, path in enumerate(files):
-                outcomes[index] = _outcome(path, options)
+                outcomes[index] = build_file(path, options)
                 bar.update(1)
         else:
             chunk = max(1, min(32, math.ceil(len(files) / (4 * workers))))
@@ -128,10 +139,22 @@ def build_graphs(files: Sequence[Path], options: BuildOptions, workers: int = 1,
     return _assemble(files, [outcomes[i] for i in range(len(files))], options)
 
 
+ERRORS_HEADER = "file\treason"
+
+
+def is_errors_file(path: Path) -> bool:
+    """True for a list :func:`write_errors` wrote (its header line)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.readline().rstrip("\n") == ERRORS_HEADER
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def write_errors(path: Path, failures: Sequence[FileFailure]) -> None:
     """Write ``file<TAB>reason`` lines (with a header) to ``path``, via a temporary file."""
     tmp = path.with_name(f"{path.name}.tmp")
-    lines = ["file\treason"] + [f"{_clean(f.file)}\t{_clean(f.reason)}" for f in failures]
+    lines = [ERRORS_HEADER] + [f"{_clean(f.file)}\t{_clean(f.reason)}" for f in failures]
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tmp.replace(path)
 
@@ -141,18 +164,8 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _build_chunk(items: list[tuple[int, Path]], options: BuildOptions) -> dict[int, list[Data] | FileFailure]:
-    return {index: _outcome(path, options) for index, path in items}
-
-
-def _outcome(path: Path, options: BuildOptions) -> list[Data] | FileFailure:
-    try:
-        graphs = build_file(path, options)
-    except Exception as exc:  # noqa: BLE001 - any failure of one file is recorded against that file
-        return FileFailure(str(path), _reason(exc, path))
-    if not graphs:
-        return FileFailure(str(path), "no structures in the file")
-    return graphs
+def _build_chunk(items: list[tuple[int, Path]], options: BuildOptions) -> dict[int, FileOutcome]:
+    return {index: build_file(path, options) for index, path in items}
 
 
 def _reason(exc: Exception, path: Path) -> str:
@@ -162,23 +175,40 @@ def _reason(exc: Exception, path: Path) -> str:
     return text if isinstance(exc, InputFileError) else f"{type(exc).__name__}: {text}"
 
 
+def _indexed(name: str) -> str:
+    """``FILE:INDEX`` (an atomic graph's name) -> ``FILE[INDEX]`` (how failures name structures)."""
+    stem, _, index = name.rpartition(":")
+    return f"{stem}[{index}]" if stem and index.isdigit() else name
+
+
 def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def _atomic_graphs(path: Path, options: BuildOptions) -> list[Data]:
-    from graph_builders.atomic import atoms_to_graph
-    from graph_builders.readers import read_structures
+def _atomic_graphs(path: Path, options: BuildOptions) -> FileOutcome:
+    """Every structure of the file that builds; the others as ``FILE[INDEX]`` failures."""
+    from graph_builders.atomic import AtomicGraphBuilder
+    from graph_builders.readers import InvalidStructureError, read_structures
 
-    graphs = []
-    for index, atoms in enumerate(read_structures(path)):
+    structures = read_structures(path)
+    if not structures:
+        raise InputFileError(f"{path}: no structures in the file")
+    build = AtomicGraphBuilder(options.cutoff, options.max_neighbours, options.allow_isolated)
+    outcome = FileOutcome()
+    for index, atoms in enumerate(structures):
         name = f"{path}:{index}"
         try:
-            graphs.append(atoms_to_graph(atoms, cutoff=options.cutoff, max_neighbours=options.max_neighbours,
-                                         targets=_stored_results(atoms), name=name))
+            graph = build(atoms, targets=_stored_results(atoms), name=name)
+            validate_graph(graph, None, name)
         except ValueError as exc:
-            raise InputFileError(f"structure {index}: {exc}") from exc
-    return graphs
+            where = f"{path}[{index}]" if len(structures) > 1 else str(path)
+            text = str(exc).strip().removeprefix(f"{name}: ")
+            if not isinstance(exc, InvalidStructureError):
+                text = f"{type(exc).__name__}: {text}"
+            outcome.failures.append(FileFailure(where, text))
+            continue
+        outcome.graphs.append(graph)
+    return outcome
 
 
 def _stored_results(atoms: object) -> dict[str, np.ndarray] | None:
@@ -246,24 +276,28 @@ def _head_shape(graph: Data, key: str) -> tuple[str, int]:
     return level, int(value.shape[-1]) if value.dim() == 2 else -1
 
 
-def _assemble(files: Sequence[Path], outcomes: list[list[Data] | FileFailure], options: BuildOptions) -> BatchResult:
-    """Keep files whose graphs share the most common attribute layout; infer the heads."""
-    signatures = Counter(_signature(g) for o in outcomes if not isinstance(o, FileFailure) for g in o)
+def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: BuildOptions) -> BatchResult:
+    """Keep the graphs that share the most common attribute layout; infer the heads."""
+    signatures = Counter(_signature(g) for o in outcomes for g in o.graphs)
     common = signatures.most_common(1)[0][0] if signatures else ()
     failures: list[FileFailure] = []
     graphs: list[Data] = []
+    files_with_graphs = 0
     for path, outcome in zip(files, outcomes):
-        if isinstance(outcome, FileFailure):
-            failures.append(outcome)
-            continue
-        odd = next((g for g in outcome if _signature(g) != common), None)
-        if odd is None:
-            graphs.extend(outcome)
-        else:
-            failures.append(FileFailure(str(path), f"attributes {[item[0] for item in _signature(odd)]} (or their "
-                                                   f"shapes) differ from the other graphs' {[i[0] for i in common]}"))
+        failures.extend(outcome.failures)
+        kept = 0
+        for index, graph in enumerate(outcome.graphs):
+            signature = _signature(graph)
+            if signature == common:
+                graphs.append(graph)
+                kept += 1
+                continue
+            where = str(path) if len(outcome.graphs) + len(outcome.failures) == 1 else _indexed(str(graph.name))
+            failures.append(FileFailure(where, f"attributes {[item[0] for item in signature]} (or their "
+                                               f"shapes) differ from the other graphs' {[i[0] for i in common]}"))
+        files_with_graphs += kept > 0
     heads, notes = _infer_heads(graphs, options)
-    return BatchResult(graphs, heads, len(files), failures, notes)
+    return BatchResult(graphs, heads, len(files), failures, notes, files_with_graphs)
 
 
 def _infer_heads(graphs: list[Data], options: BuildOptions) -> tuple[HeadRegistry, list[str]]:

@@ -3,8 +3,12 @@
 :func:`load_campaign` reads the YAML, resolves ``dataset`` and ``base_config`` relative to the
 YAML file, and checks everything a user can get wrong: unknown keys (with the closest known key),
 missing files (named), search-space entries (named), search-space keys that do not lead into the
-base HydraGNN config (the key's parent section must exist), bounds. Every error is a
-:class:`CampaignConfigError` whose message starts with the campaign file's path.
+base HydraGNN config (the key's parent section must exist), bounds. For the built-in trainer
+(``trial_program: hydragnn_ensemble``) the base config must also pass the HydraGNN config schema
+and every search-space key must be a key of that schema (``hiden_dim`` is refused with "did you
+mean 'hidden_dim'?"), so that no trial is burnt on a typo. Every error is a
+:class:`CampaignConfigError` whose message starts with the campaign file's path and lists every
+problem found.
 
 :func:`freeze` writes the frozen copy (``campaign.yaml`` with every default filled in and absolute
 paths, plus ``base_config.json``) into the campaign directory; :func:`check_unchanged` refuses a
@@ -44,6 +48,7 @@ __all__ = [
 PLACEMENT_POLICIES: tuple[str, ...] = ("first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block")
 FROZEN_CAMPAIGN = "campaign.yaml"
 FROZEN_BASE_CONFIG = "base_config.json"
+BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraGNN configs
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -105,12 +110,14 @@ class CampaignConfig(_Strict):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "load-aware"
     pool_factor: float = Field(2.0, ge=1)
-    trial_program: str = "hydragnn_ensemble"
+    trial_program: str = BUILTIN_TRIAL_PROGRAM
     trial_launcher: Literal["fork-server", "exec"] = "fork-server"
     trial_preload: list[str] | None = None  # None: torch & co. for the built-in trainer, else the program
     # a single-slot trial predicted to take at most this long gets its slot's next trial sent ahead,
     # started by the agent the moment it exits (no round trip to rank 0); 0: never
     prefetch_below_s: float = Field(2.0, ge=0)
+    # a trial's log is cut to its tail beyond this size (MiB), with a line in the log saying so
+    trial_log_max_mb: float = Field(64.0, gt=0)
 
     @field_validator("search_space")
     @classmethod
@@ -246,7 +253,28 @@ def validate_campaign(data: Mapping[str, Any], source: str | os.PathLike) -> Cam
         raise CampaignConfigError(
             f"{source}: search_space: {exc} (in base_config {config.base_config})"
         ) from None
+    if config.trial_program == BUILTIN_TRIAL_PROGRAM:
+        problems = schema_problems(base, config)
+        if problems:
+            raise CampaignConfigError(f"{source}: " + "; ".join(problems))
     return config
+
+
+def schema_problems(base: Mapping[str, Any], config: CampaignConfig) -> list[str]:
+    """Every problem of the base config and the search-space keys against the trainer's schema."""
+    from hydragnn_ensemble.config import ConfigError, check_dotted_key, config_from_dict
+
+    problems: list[str] = []
+    try:
+        config_from_dict(base, str(config.base_config))
+    except ConfigError as exc:
+        problems += [f"base_config {config.base_config}: {e}" for e in exc.errors]
+    for key in config.search_space:
+        try:
+            check_dotted_key(key)
+        except ConfigError as exc:
+            problems += [f"search_space: {e}" for e in exc.errors]
+    return problems
 
 
 def load_campaign(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> CampaignConfig:

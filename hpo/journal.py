@@ -2,8 +2,9 @@
 
 Rank 0 is the single writer: every :meth:`Journal.append` writes one line, flushes and fsyncs, so
 after a crash the journal holds every event whose ``append`` returned, plus at most one torn last
-line. :func:`read_journal` drops such a torn last line (and says so); a bad line anywhere else is
-corruption and an error naming the line. :meth:`CampaignState.replay` turns the events into the
+line. :func:`read_journal` drops such a torn last line (and says so), also when it is valid JSON
+but not a complete event (a truncation that happened to end on a brace); a bad line or an
+incomplete event anywhere else is corruption and an error naming the line. :meth:`CampaignState.replay` turns the events into the
 campaign's state: finished trials (each exactly once, even if events were written twice), trials
 that were running when the campaign stopped (to be re-run), the next trial id, counts and the best
 objective. Events: see ``hpo._events.EVENT_FIELDS``.
@@ -81,11 +82,20 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _parse_line(line: bytes) -> dict | None:
+    """The complete event on ``line``, else None (not JSON, or not an event with its fields)."""
     try:
         event = _loads(line)
     except _DECODE_ERRORS:
         return None
-    return event if isinstance(event, dict) and "event" in event else None
+    return event if isinstance(event, dict) and _complete(event) else None
+
+
+def _complete(event: Mapping[str, Any]) -> bool:
+    try:
+        check_event(event)
+    except JournalEventError:
+        return False
+    return True
 
 
 @dataclass
@@ -132,8 +142,8 @@ def _parse_all(data: bytes) -> list[dict] | None:
         events = _loads(b"[" + data.replace(b"\n", b",") + b"]")
     except _DECODE_ERRORS:
         return None
-    if len(events) == data.count(b"\n") + 1 and all(isinstance(e, dict) and "event" in e for e in events):
-        return events  # one event per line, nothing spanning lines
+    if len(events) == data.count(b"\n") + 1 and all(isinstance(e, dict) and _complete(e) for e in events):
+        return events  # one complete event per line, nothing spanning lines
     return None
 
 
@@ -153,10 +163,24 @@ def _parse_line_by_line(path: Path, lines: list[bytes]) -> JournalContents:
             return JournalContents(events, torn_line=line, torn_line_number=number)
         else:
             raise JournalCorruptError(
-                f"{path}: line {number} is not a JSON event (corruption inside the journal, not a "
-                f"torn last line): {line[:80]!r}"
+                f"{path}: line {number} is not a complete JSON event ({_what_is_wrong(line)}; "
+                f"corruption inside the journal, not a torn last line): {line[:80]!r}"
             )
     return JournalContents(events)
+
+
+def _what_is_wrong(line: bytes) -> str:
+    try:
+        event = _loads(line)
+    except _DECODE_ERRORS:
+        return "not JSON"
+    if not isinstance(event, dict):
+        return f"a JSON {type(event).__name__}, not an object"
+    try:
+        check_event(event)
+    except JournalEventError as exc:
+        return str(exc)
+    return "unknown problem"
 
 
 def read_events(path: str | os.PathLike) -> list[dict]:

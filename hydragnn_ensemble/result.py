@@ -16,18 +16,39 @@ Schema (JSON object; every key always present, ``null`` where unknown):
 - ``failure_reason``: one line; ``traceback``: the full traceback where an exception was caught;
   ``log_tail``: last lines of the trial log (filled by the runtime for crashed processes)
 - ``checkpoint``: file name of the best checkpoint relative to RUN_DIR, or ``null``
+
+Reading is strict, because a trial program may write anything: :meth:`TrialResult.read` refuses a
+file over :data:`MAX_RESULT_BYTES`, a value of the wrong type or an unknown key (a ValueError naming
+the file and the key, which the runtime turns into that trial's failure), and turns a non-finite
+objective or head metric (NaN, Infinity) into a ``diverged`` result with that value ``null``, the
+trainer's own rule for a loss that is not finite. Long texts are cut to their last
+:data:`MAX_TEXT_CHARS` characters. Writing never leaves ``result.json.tmp`` behind.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 TrialStatus = Literal["completed", "diverged", "timeout", "failed"]
 STATUSES: tuple[str, ...] = ("completed", "diverged", "timeout", "failed")
+MAX_RESULT_BYTES = 4 * 1024 * 1024  # a result.json larger than this is refused (the trial's failure)
+MAX_TEXT_CHARS = 20_000  # traceback / log_tail / failure_reason are cut to their last this many chars
+
+_NUMBER = (int, float)
+#: result.json keys -> accepted types (``None`` always allowed except for status, epochs, slots).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,), "objective": _NUMBER, "heads": (dict,), "num_parameters": (int,),
+    "epochs": (int,), "best_epoch": (int,), "wall_time_s": _NUMBER, "peak_memory_mb": _NUMBER,
+    "slots": (int,), "device": (str,), "failure_reason": (str,), "traceback": (str,),
+    "log_tail": (str,), "checkpoint": (str,),
+}
+_REQUIRED = ("status",)
+_METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse")
 
 
 @dataclass
@@ -74,29 +95,98 @@ class TrialResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrialResult":
-        d = dict(d)
-        d["heads"] = {k: HeadMetrics(**v) for k, v in (d.get("heads") or {}).items()}
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
+    def from_dict(cls, d: Any) -> "TrialResult":
+        """Validate a result.json object (see the module docstring); ValueError naming the key."""
+        if not isinstance(d, dict):
+            raise ValueError(f"must be a JSON object, got {type(d).__name__}")
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"unknown result.json keys: {sorted(unknown)}")
-        return cls(**d)
+            raise ValueError(f"unknown result.json keys: {unknown}")
+        values = {key: _checked(key, value) for key, value in d.items()}
+        for key in _REQUIRED:
+            if values.get(key) is None:
+                raise ValueError(f"{key!r} is missing")
+        for key in ("epochs", "slots"):
+            if key in values and values[key] is None:
+                del values[key]  # the defaults
+        values["heads"] = {str(h): _head_metrics(h, m) for h, m in (values.get("heads") or {}).items()}
+        result = cls(**values)
+        result._diverge_if_not_finite()
+        return result
+
+    def _diverge_if_not_finite(self) -> None:
+        """A NaN/inf objective or head metric: diverged, that value null (see the module docstring)."""
+        bad = [] if self.objective is None or math.isfinite(self.objective) else ["objective"]
+        if bad:
+            self.objective = None
+        for head, metrics in self.heads.items():
+            for key in _METRIC_KEYS:
+                value = getattr(metrics, key)
+                if value is not None and not math.isfinite(value):
+                    setattr(metrics, key, None)
+                    bad.append(f"heads.{head}.{key}")
+        if bad and self.status in ("completed", "timeout"):
+            self.status = "diverged"
+            self.failure_reason = f"not finite: {', '.join(bad)}"
 
     def write(self, path: str | os.PathLike) -> None:
-        """Write atomically (temporary file, fsync, rename): a crash never leaves a torn result.json."""
+        """Write atomically (temporary file, fsync, rename): a crash never leaves a torn result.json,
+        and a value that cannot be written (NaN) leaves no temporary file."""
         path = Path(path)
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(self.to_dict(), fh, indent=2, allow_nan=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "TrialResult":
+        """Read and validate ``path``; ValueError naming the file for anything else than a result."""
         try:
-            with open(path) as fh:
+            size = os.path.getsize(path)
+            if size > MAX_RESULT_BYTES:
+                raise ValueError(f"{size} bytes, more than the {MAX_RESULT_BYTES} a result may have")
+            with open(path, encoding="utf-8") as fh:
                 return cls.from_dict(json.load(fh))
-        except (OSError, json.JSONDecodeError, TypeError, ValueError) as exc:
+        except (OSError, ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeError too
             raise ValueError(f"{path}: not a valid result.json ({exc})") from exc
+
+
+def _checked(key: str, value: Any) -> Any:
+    """``value`` of result.json ``key`` if its type is right (texts cut), else ValueError."""
+    if value is None:
+        return None
+    allowed = _TYPES[key]
+    if isinstance(value, bool) or not isinstance(value, allowed):
+        names = " or ".join(t.__name__ for t in allowed)
+        raise ValueError(f"{key!r} must be {names} or null, got {type(value).__name__}")
+    if key == "status" and value not in STATUSES:
+        raise ValueError(f"'status' must be one of {STATUSES}, got {value!r}")
+    if isinstance(value, float) and key != "objective" and not math.isfinite(value):
+        raise ValueError(f"{key!r} must be finite, got {value}")
+    if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+        return value[-MAX_TEXT_CHARS:]
+    return value
+
+
+def _head_metrics(head: Any, metrics: Any) -> HeadMetrics:
+    """One head's metrics (numbers or null, ``unit`` a text); ValueError naming the head."""
+    if not isinstance(metrics, dict):
+        raise ValueError(f"heads.{head} must be an object, got {type(metrics).__name__}")
+    unknown = sorted(set(metrics) - {*_METRIC_KEYS, "unit"})
+    if unknown:
+        raise ValueError(f"heads.{head}: unknown keys {unknown}")
+    for key in _METRIC_KEYS:
+        value = metrics.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, _NUMBER)):
+            raise ValueError(f"heads.{head}.{key} must be a number or null, got {type(value).__name__}")
+    unit = metrics.get("unit", "")
+    if not isinstance(unit, str):
+        raise ValueError(f"heads.{head}.unit must be a text, got {type(unit).__name__}")
+    return HeadMetrics(**{**{k: metrics.get(k) for k in _METRIC_KEYS}, "unit": unit[:100]})

@@ -15,7 +15,7 @@ from graph_builders.store.errors import (
     SampleIndexError,
     StoreError,
 )
-from graph_builders.store.reader import GraphStore
+from graph_builders.store.reader import GraphStore, is_project_dataset
 from graph_builders.store.writer import resolve_splits, update_normalisation, write_dataset
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "StoreError",
     "check_output_path",
     "describe",
+    "is_project_dataset",
     "resolve_splits",
     "shard_indices",
     "update_normalisation",

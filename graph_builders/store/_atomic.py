@@ -9,6 +9,7 @@ from pathlib import Path
 
 from graph_builders.store._layout import BP_INDEX_FILE
 from graph_builders.store.errors import StoreError
+from graph_builders.store.reader import is_project_dataset
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -20,16 +21,14 @@ def temporary_path(path: Path) -> Path:
 
 
 def check_output_path(path: Path) -> None:
-    """Raise StoreError if ``path`` exists and is not an ADIOS2 dataset (or an empty directory),
-    which ``write_dataset`` would refuse to overwrite."""
+    """Raise StoreError if ``path`` exists and is neither an empty directory nor a dataset this
+    project wrote (any other ADIOS2 file, e.g. one of HydraGNN's, is never replaced)."""
     if not os.path.lexists(path):
         return
-    if path.is_dir() and not path.is_symlink():
-        if (path / BP_INDEX_FILE).is_file() or not any(path.iterdir()):
-            return
-    elif path.is_file() and path.suffix == ".bp":
+    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or is_project_dataset(path)):
         return
-    raise StoreError(f"refusing to overwrite {path}: it exists and is not an ADIOS2 dataset")
+    what = "an ADIOS2 file not written by this project" if (path / BP_INDEX_FILE).is_file() else "not a dataset"
+    raise StoreError(f"refusing to overwrite {path}: it exists and is {what}; choose another output path")
 
 
 def remove_path(path: Path) -> None:

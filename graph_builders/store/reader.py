@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
 
 import adios2
 import numpy as np
@@ -14,11 +13,9 @@ from torch_geometric.data import Data
 
 from graph_builders.schema import HeadRegistry
 from graph_builders.store import _layout as L
+from graph_builders.store._engine import close_reader, open_reader
 from graph_builders.store._fields import FieldSpec, decode, spec_from_file
 from graph_builders.store.errors import DatasetNotFoundError, SampleIndexError, StoreError
-
-if TYPE_CHECKING:
-    from graph_builders.store.dataset import AdiosGraphDataset
 
 
 def open_adios_file(path: Path) -> adios2.FileReader:
@@ -28,7 +25,7 @@ def open_adios_file(path: Path) -> adios2.FileReader:
     if not (path / L.BP_INDEX_FILE).is_file():
         raise StoreError(f"{path}: not an ADIOS2 .bp dataset (no {L.BP_INDEX_FILE} inside)")
     try:
-        return adios2.FileReader(str(path))
+        return open_reader(path)
     except RuntimeError as exc:
         raise StoreError(f"{path}: ADIOS2 cannot open it: {str(exc).strip()}") from exc
 
@@ -78,12 +75,29 @@ def _read_slice(engine: adios2.Engine, field: _Field, index: int) -> np.ndarray:
     return out
 
 
+def is_project_dataset(path: str | Path) -> bool:
+    """True when ``path`` is a dataset this project wrote (it carries the store's format attribute):
+    the only thing ``write_dataset`` replaces."""
+    path = Path(path)
+    if not (path / L.BP_INDEX_FILE).is_file():
+        return False
+    try:
+        reader = open_reader(path)
+    except (RuntimeError, ValueError, OSError):
+        return False
+    try:
+        return L.FORMAT_ATTR in reader.available_attributes()
+    finally:
+        close_reader(reader, path)
+
+
 class GraphStore:
     """An open dataset file: heads, metadata, normalisation and per-sample random access.
 
     ``get`` reads only the requested sample's slice of every variable. The per-sample
     counts/offsets of a split are read once, on its first use. Not shareable across processes:
-    each process (DataLoader worker, MPI rank) opens its own; :meth:`dataset` does that for you.
+    each process (DataLoader worker, MPI rank) opens its own; :class:`AdiosGraphDataset` does that
+    for you.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -113,7 +127,7 @@ class GraphStore:
     def close(self) -> None:
         """Close the file; the object cannot read afterwards."""
         if self._file is not None:
-            self._file.close()
+            close_reader(self._file, self.path)
             self._file = None
 
     def __enter__(self) -> "GraphStore":
@@ -166,13 +180,6 @@ class GraphStore:
         engine = self._engine()
         values = {key: decode(_read_slice(engine, field, index), field.spec) for key, field in info.fields.items()}
         return Data(**values)
-
-    def dataset(self, split: str, indices: Sequence[int] | None = None) -> "AdiosGraphDataset":
-        """A lazy torch Dataset over ``split`` (optionally a subset), which opens the file per process."""
-        from graph_builders.store.dataset import AdiosGraphDataset
-
-        self._check_split(split)
-        return AdiosGraphDataset(self.path, split, indices)
 
     # -- internals -------------------------------------------------------------------------------
     def _engine(self) -> adios2.Engine:

@@ -6,7 +6,7 @@ writes and the others wait, then every rank reads its own shard concurrently::
     if comm.rank == 0:
         write_dataset(path, graphs, heads)
     comm.Barrier()
-    data = GraphStore(path).dataset("trainset", shard_indices(n, comm.rank, comm.size))
+    data = AdiosGraphDataset(path, "trainset", shard_indices(n, comm.rank, comm.size))
 
 An MPI-enabled adios2 build could write in parallel (one block per rank, HydraGNN style); this
 serial build cannot, so ``write_dataset`` takes no communicator.
@@ -26,8 +26,10 @@ from tqdm import tqdm
 from graph_builders.schema import HeadRegistry, HeadSpec, validate_graph
 from graph_builders.store import _layout as L
 from graph_builders.store._atomic import check_output_path, remove_path, replace_path, temporary_path
+from graph_builders.store._engine import close_reader, open_writer
 from graph_builders.store._fields import FieldSpec, encode, field_spec
 from graph_builders.store.errors import InconsistentGraphsError, StoreError
+from graph_builders.store.reader import open_adios_file
 
 # Samples are concatenated and handed to ADIOS2 in blocks of about this many bytes.
 _BLOCK_BYTES = 64 * 1024 * 1024
@@ -70,7 +72,7 @@ def write_dataset(
     tmp = temporary_path(path)
     remove_path(tmp)
     try:
-        with _open_writer(tmp) as stream:
+        with open_writer(tmp) as stream:
             for name, value in attributes.items():
                 stream.write_attribute(name, value)
             total = sum(map(len, split_indices.values()))
@@ -131,42 +133,41 @@ def update_normalisation(path: str | Path, normalisation: Mapping[str, object] |
     never see a half-updated file. Costs one full read and write of the file.
     """
     path = Path(path)
-    from graph_builders.store.reader import open_adios_file
-
     reader = open_adios_file(path)
     tmp = temporary_path(path)
     remove_path(tmp)
     try:
-        with _open_writer(tmp) as stream:
-            for name in reader.available_attributes():
-                if name == L.NORMALISATION_ATTR:
-                    continue
-                attr = reader.inquire_attribute(name)
-                value = reader.read_attribute(name)
-                stream.write_attribute(name, value if attr.single_value() or attr.type() == "string"
-                                       else np.asarray(value))
-            if normalisation is not None:
-                stream.write_attribute(L.NORMALISATION_ATTR, _to_json(normalisation, "normalisation"))
-            for name, info in reader.available_variables().items():
-                shape = [int(n) for n in info["Shape"].split(",")] if info["Shape"] else []
-                array = reader.read(name) if 0 not in shape else np.zeros(shape, dtype=_dtype_of(info))
-                stream.write(name, np.ascontiguousarray(array), shape, [0] * len(shape), shape)
-        reader.close()
+        try:
+            _copy_with_normalisation(reader, tmp, normalisation)
+        finally:
+            close_reader(reader, path)
         replace_path(tmp, path)
     except BaseException:
-        reader.close()
         remove_path(tmp)
         raise
 
 
+def _copy_with_normalisation(reader: adios2.FileReader, tmp: Path,
+                             normalisation: Mapping[str, object] | None) -> None:
+    """Write every attribute and variable of ``reader`` to ``tmp``, the normalisation replaced."""
+    with open_writer(tmp) as stream:
+        for name in reader.available_attributes():
+            if name == L.NORMALISATION_ATTR:
+                continue
+            attr = reader.inquire_attribute(name)
+            value = reader.read_attribute(name)
+            stream.write_attribute(name, value if attr.single_value() or attr.type() == "string"
+                                   else np.asarray(value))
+        if normalisation is not None:
+            stream.write_attribute(L.NORMALISATION_ATTR, _to_json(normalisation, "normalisation"))
+        for name, info in reader.available_variables().items():
+            shape = [int(n) for n in info["Shape"].split(",")] if info["Shape"] else []
+            array = reader.read(name) if 0 not in shape else np.zeros(shape, dtype=_dtype_of(info))
+            stream.write(name, np.ascontiguousarray(array), shape, [0] * len(shape), shape)
+
+
 def _dtype_of(info: Mapping[str, str]) -> np.dtype:
     return np.dtype(adios2.type_adios_to_numpy(info["Type"]))
-
-
-def _open_writer(path: Path) -> adios2.Stream:
-    io = adios2.Adios().declare_io(f"write:{path}")
-    io.set_parameters({"Profile": "Off", "StatsLevel": "0"})
-    return adios2.Stream(io, str(path), "w")
 
 
 def _label(graphs: Sequence[Data], index: int) -> str:

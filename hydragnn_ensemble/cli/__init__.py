@@ -6,6 +6,12 @@ Each sub-command lives in its own module under ``hydragnn_ensemble/cli/commands/
     HELP: str                                   # one line for --help
     def add_arguments(parser) -> None           # its options
     def run(args) -> int                        # exit code; imports heavy modules inside
+    def paths(args) -> CommandPaths             # optional: what it reads and writes
+
+When a command has ``paths``, :func:`main` checks them before ``run`` (see
+:mod:`hydragnn_ensemble.path_guard`): no output may be an input, contain one or lie inside one, and
+an existing output is replaced only when it is what the same command wrote before (``--force``
+where the command asks for it).
 
 Command modules are listed once, in :data:`COMMAND_MODULES`, in the order ``--help`` shows them.
 Errors a user can fix (bad input, bad config) are raised as :class:`UserError` and printed as one
@@ -46,13 +52,27 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"hydragnn_ensemble.cli.commands.{mod_name}")
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _paths=getattr(mod, "paths", None))
     return parser
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Refuse (UserError) outputs that overlap inputs or would replace something foreign."""
+    from hydragnn_ensemble.path_guard import PathGuardError
+
+    paths = getattr(args, "_paths", None)
+    if paths is None:
+        return
+    try:
+        paths(args).check(force=bool(getattr(args, "force", False)))
+    except PathGuardError as exc:
+        raise UserError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_paths(args)
         return int(args._run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

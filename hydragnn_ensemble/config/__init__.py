@@ -3,6 +3,7 @@ access for search spaces, and the translation to a :class:`~hydragnn_ensemble.mo
 
 from hydragnn_ensemble.config.load import (
     ConfigError,
+    check_dotted_key,
     check_unknown_keys,
     config_from_dict,
     get_by_dotted_key,
@@ -27,6 +28,7 @@ __all__ = [
     "HYDRAGNN_MPNN_TYPES",
     "ConfigError",
     "HydraConfig",
+    "check_dotted_key",
     "check_unknown_keys",
     "config_from_dict",
     "config_to_model_spec",

@@ -183,6 +183,12 @@ def _resolve(key: str) -> tuple[list[str], Any]:
     return parts, default
 
 
+def check_dotted_key(key: str) -> None:
+    """Raise :class:`ConfigError` (with a did-you-mean suggestion) for a dotted key the schema does
+    not know, e.g. ``NeuralNetwork.Architecture.hiden_dim``."""
+    _resolve(key)
+
+
 def get_by_dotted_key(config: Mapping[str, Any] | HydraConfig, key: str) -> Any:
     """Value at ``key`` (e.g. ``"NeuralNetwork.Architecture.hidden_dim"``), the schema default
     when unset; :class:`ConfigError` for a path the schema does not know."""

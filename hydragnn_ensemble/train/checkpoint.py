@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -137,12 +138,27 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_load_failure(exc)})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a hydragnn-ensemble checkpoint")
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} is not {VERSION}")
     return payload
+
+
+def _load_failure(exc: Exception) -> str:
+    """One line for why ``torch.load(weights_only=True)`` refused a file (torch's own message for
+    a pickle spans a screen of advice that does not apply: we never unpickle)."""
+    text = str(exc)
+    refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if refused:
+        return f"it holds a pickled Python object ({refused.group(1)}), which is never loaded (weights_only=True)"
+    detail = re.search(r"WeightsUnpickler error:\s*(.+)", text, re.DOTALL)
+    if detail:
+        first = detail.group(1).strip().splitlines()[0].strip()
+        return f"not a torch weights file ({first[:200]})"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
 
 
 def _spec_differences(a: ModelSpec, b: ModelSpec) -> list[str]:

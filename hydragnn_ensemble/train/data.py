@@ -30,7 +30,8 @@ class DataError(ValueError):
 
 
 class GraphSource(Protocol):
-    """What the trainer reads from a dataset (``graph_builders.store.GraphStore`` provides it)."""
+    """What the trainer reads from a dataset (:class:`StoreSource` for a dataset file,
+    :class:`InMemoryGraphs` for lists of graphs)."""
 
     heads: HeadRegistry
 
@@ -60,15 +61,38 @@ class InMemoryGraphs:
         """Nothing to release."""
 
 
+class StoreSource:
+    """A dataset file as a :class:`GraphSource`: heads, metadata and split sizes from the open
+    store; each split as a lazy dataset that opens the file per process (DataLoader workers)."""
+
+    def __init__(self, path: Path) -> None:
+        from graph_builders.store import GraphStore
+
+        self.path = path
+        self.store = GraphStore(path)
+        self.heads: HeadRegistry = self.store.heads
+        self.metadata: dict = self.store.metadata
+        self.split_names: list[str] = self.store.split_names
+
+    def num_graphs(self, split: str) -> int:
+        return self.store.num_graphs(split)
+
+    def dataset(self, split: str) -> Dataset:
+        from graph_builders.store import AdiosGraphDataset
+
+        return AdiosGraphDataset(self.path, split)
+
+    def close(self) -> None:
+        self.store.close()
+
+
 def open_source(data: str | os.PathLike | GraphSource) -> GraphSource:
     """A path opens the ADIOS2 store; anything else is used as it is."""
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.exists():
             raise DataError(f"{path}: dataset file does not exist")
-        from graph_builders.store import GraphStore
-
-        return GraphStore(path)
+        return StoreSource(path)
     return data
 
 

@@ -22,13 +22,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap
+
 # Campaign keys that may change between runs of one campaign (budgets and scheduling; the base
 # config's path, whose contents must still equal the frozen copy); everything else (dataset, search
 # space, objective, optimizer, seed, trial program) is frozen.
 RESUMABLE_KEYS: frozenset[str] = frozenset({
     "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
     "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
-    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s",
+    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb",
 })
 
 
@@ -192,12 +194,37 @@ class CampaignDir:
         return self.journal.exists() and self.journal.stat().st_size > 0
 
 
+#: What a campaign start writes before its first journal line (a crash there leaves only these).
+START_FILES: frozenset[str] = frozenset({"campaign.yaml", "base_config.json", "lock", "trials", "journal.jsonl"})
+
+
+def check_outside_inputs(cdir: CampaignDir, inputs: list[Path]) -> None:
+    """Refuse a campaign directory that is, contains or lies inside one of the campaign's inputs
+    (the campaign file, the base config, the dataset): the campaign writes ``campaign.yaml`` and
+    ``base_config.json`` into it."""
+    try:
+        check_no_overlap(cdir.root, inputs, "campaign directory")
+    except PathGuardError as exc:
+        raise CampaignDirError(str(exc)) from None
+
+
 def check_new(cdir: CampaignDir) -> None:
-    """Refuse to start a new campaign over an existing one."""
+    """Refuse to start a new campaign over an existing one, or in a directory holding anything else
+    (a campaign never writes into a foreign directory). An empty directory, or one a crashed start
+    left before its first journal line, is fine."""
     if cdir.has_campaign():
         raise CampaignDirError(
             f"{cdir.root} already holds a campaign ({cdir.journal}); use --resume to continue it "
             "or choose another directory with -o")
+    if not cdir.root.is_dir():
+        return
+    foreign = sorted(p.name for p in cdir.root.iterdir() if p.name not in START_FILES)
+    trials = cdir.trials
+    if foreign or (trials.is_dir() and any(trials.iterdir())):
+        shown = ", ".join(foreign[:5] or ["trials/..."])
+        raise CampaignDirError(
+            f"{cdir.root} is not empty ({shown}) and holds no campaign: a campaign directory must be "
+            "new or empty; choose another directory with -o")
 
 
 def check_resumable(cdir: CampaignDir) -> None:

@@ -76,6 +76,7 @@ class StartTrial:
     read_result: bool  # True on the process whose run directory result.json belongs to (rank 0)
     config_json: str | None = None  # set for a new trial: the agent writes config_path (if absent)
     after: tuple[int, int] | None = None  # (trial id, attempt) running on this slot: start when it exits
+    log_max_bytes: int = 64 * 1024 * 1024  # the agent cuts log_path to its tail beyond this
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from scheduler.runtime.campaign_dir import (
     CampaignDirError,
     CampaignLock,
     check_new,
+    check_outside_inputs,
     check_resumable,
 )
 from scheduler.runtime.fork_server import default_preload
@@ -72,12 +73,18 @@ def _run_index(events: list[dict]) -> int:
     return sum(e.get("event") == "campaign_started" for e in events)
 
 
-def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None) -> tuple["CampaignConfig", ClusterLayout]:
-    """The validated campaign and the agents' layout: what the agents need to start (quick)."""
+def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: CampaignDir,
+                resume: bool) -> tuple["CampaignConfig", ClusterLayout]:
+    """The validated campaign and the agents' layout: what the agents need to start (quick). The
+    campaign directory is checked here too, before any agent starts: it must not overlap the
+    campaign's inputs, and a new campaign needs a new or empty directory."""
     from hpo.campaign import load_campaign
 
     # --dataset replaces the file's dataset before validation (which checks that it exists)
     cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
+    check_outside_inputs(cdir, [campaign_path, cfg.dataset, cfg.base_config])
+    if not resume:
+        check_new(cdir)  # before anything is written there (again under the lock in the set-up)
     return cfg, build_layout(hellos, cfg.resources.slots_per_node)
 
 
@@ -108,7 +115,7 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
                 notices.append(f"{cdir.journal}: dropped a torn last line {contents.torn_line_number} "
                                f"({len(contents.torn_line)} bytes) left by the crash")
         else:
-            check_new(cdir)
+            check_new(cdir)  # again under the lock: another start may have come in between
         freeze(cfg, cdir.root)
         cdir.trials.mkdir(exist_ok=True)
         state = CampaignState.replay(events)
@@ -235,7 +242,8 @@ def run_campaign(
 
     cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
     try:
-        cfg, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None)
+        cfg, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None,
+                                  cdir, resume)
     except BaseException as exc:
         _refuse(comm, exc, barrier=False)
     comm.bcast({"assignments": layout.assignments, "device": cfg.resources.device,

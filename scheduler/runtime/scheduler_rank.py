@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from hpo.failures import failure_group, most_common_failure
 from hpo.objective import objective_value
 from hydragnn_ensemble.result import TrialResult
 from scheduler.placement.base import PlacementPolicy
@@ -333,7 +334,7 @@ class SchedulerRank:
                 log_path=str(run_dir / ("train.log" if r == 0 else f"train.rank{r}.log")),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
                 device=self.device, read_result=(r == 0), config_json=config_text,
-                after=after_key))
+                after=after_key, log_max_bytes=int(self.cfg.trial_log_max_mb * 1024 * 1024)))
             for r, slot in enumerate(slots))
 
     def _journal_start(self, spec: TrialSpec, slots: tuple[int, ...], **extra: Any) -> None:
@@ -501,7 +502,7 @@ class SchedulerRank:
                               float(self.cfg.trial_time_limit_s))
         result = outcome.result
         if outcome.synthesised:
-            result.write(self.cdir.trial_dir(spec.trial_id) / "result.json")
+            self._write_result(spec.trial_id, result)
         self.rpool.release(spec.trial_id)
         self.policy.finished(spec.trial_id, now)
         self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok)
@@ -530,15 +531,23 @@ class SchedulerRank:
             self.best, self.best_trial = objective, spec.trial_id
         self._check_failures()
 
+    def _write_result(self, trial_id: int, result: TrialResult) -> None:
+        """Write the result the runtime made for a trial; a trial directory that cannot take it
+        (a trial may leave anything there) is noted in the trial's reason, never raised."""
+        path = self.cdir.trial_dir(trial_id) / "result.json"
+        try:
+            result.write(path)
+        except (OSError, ValueError) as exc:
+            result.failure_reason = f"{result.failure_reason or result.status} (could not write {path}: {exc})"
+
     def _check_failures(self) -> None:
         min_n = getattr(self.cfg, "min_trials_for_threshold", MIN_TRIALS_FOR_THRESHOLD)
         if self.stop_reason is not None or self.finished < min_n:
             return
         if self.failed / self.finished <= self.cfg.failure_threshold:
             return
-        reasons = Counter(r for r, _ in self.failure_reasons)
-        common, count = reasons.most_common(1)[0]
-        tail = next(t for r, t in self.failure_reasons if r == common)
+        common, count = most_common_failure(r for r, _ in self.failure_reasons)
+        tail = next(t for r, t in self.failure_reasons if failure_group(r) == common)
         self.failure_message = (
             f"stopping the campaign: {self.failed} of {self.finished} finished trials failed "
             f"(more than failure_threshold={self.cfg.failure_threshold:g}); this usually means a "

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from hydragnn_ensemble.result import TrialResult
+from scheduler.runtime.log_cap import CHECK_EVERY_S, cap_log
 from scheduler.runtime.messages import PartExited, StartTrial
 
 GPU_VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -134,7 +135,7 @@ def read_log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES, max_byte
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))
             data = fh.read()
-    except FileNotFoundError:
+    except OSError:  # missing, or not a file (a trial may leave anything in its directory)
         return ""
     text = data.decode("utf-8", errors="replace")
     return "\n".join(text.splitlines()[-lines:])
@@ -193,6 +194,7 @@ class TrialProcess:
     killed_reason: str | None = None
     term_sent_at: float | None = None
     log_fh: object = field(default=None, repr=False)
+    log_checked_at: float = 0.0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -221,7 +223,10 @@ class TrialProcess:
         self.signal_group(signal.SIGTERM)
 
     def enforce(self, now: float) -> None:
-        """Apply the time limit and the SIGTERM->SIGKILL escalation."""
+        """Apply the time limit, the SIGTERM->SIGKILL escalation and the log's size cap."""
+        if now - self.log_checked_at >= CHECK_EVERY_S:
+            self.log_checked_at = now
+            cap_log(self.start.log_path, self.start.log_max_bytes)
         if self.term_sent_at is None and now >= self.deadline:
             self.terminate(None, now, timed_out=True)
         elif self.term_sent_at is not None and now - self.term_sent_at >= TERM_GRACE_S:
@@ -384,7 +389,7 @@ def merge_parts(parts: list[PartExited], slots: int, device: str, time_limit_s: 
             res.wall_time_s = wall
         synthesised = False
         if res.status == "completed" and not _finite(res.objective):
-            res.status, res.failure_reason = "diverged", "objective is not finite"
+            res.status, res.failure_reason = "diverged", "completed without a finite objective"
             synthesised = True
         if res.status != "completed" and not res.failure_reason:
             res.failure_reason = f"trainer reported status {res.status!r} without a reason"

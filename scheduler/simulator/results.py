@@ -35,6 +35,15 @@ SIM_JSON_KEYS = (
 )
 
 
+def is_sim_json(path: Path) -> bool:
+    """True for a sim.json :meth:`SimResult.write_json` wrote (its first keys), which may be replaced."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and list(data)[:3] == list(SIM_JSON_KEYS[:3])
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """One attempt of a trial: requested size, slots held, times, outcome."""

@@ -17,7 +17,12 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
   a retry with more slots (world size > 1);
 - ``crash_once``: exit 3 on the first attempt, succeed on the next one (a marker file remembers);
 - ``sigkill_then_rank1_raises``: SIGKILL on one slot; on more slots rank 1 raises at once while
-  rank 0 waits in the rendezvous for ever (the runtime must kill it).
+  rank 0 waits in the rendezvous for ever (the runtime must kill it);
+- ``nan_objective`` / ``inf_metric``: a "completed" result.json with ``"objective": NaN`` / a head
+  metric ``Infinity`` (what a careless trial program writes with Python's json);
+- ``bad_result``: a result.json of the wrong shape (``heads`` a list, ``epochs`` a text);
+- ``result_is_dir``: a directory where result.json should be;
+- ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap).
 
 With world size > 1 the processes rendezvous through torch.distributed (gloo, the given init method)
 and all-reduce their rank numbers; rank 0 writes the result.
@@ -115,6 +120,28 @@ def train(args: argparse.Namespace) -> int:
         _write(run_dir, _result("diverged", None, "validation loss is NaN at epoch 1", time.time() - t0,
                                 args.world_size))
         return 0
+    if mode in ("nan_objective", "inf_metric"):
+        result = _result("completed", objective_of(config), None, time.time() - t0, args.world_size)
+        if mode == "nan_objective":
+            result["objective"] = float("nan")
+        else:
+            result["heads"] = {"energy": {"val_mae": float("inf"), "unit": "eV"}}
+        (run_dir / "result.json").write_text(json.dumps(result))  # json writes NaN / Infinity
+        return 0
+    if mode == "bad_result":
+        result = _result("completed", objective_of(config), None, time.time() - t0, args.world_size)
+        result.update(heads=["energy"], epochs="ten")
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return 0
+    if mode == "result_is_dir":
+        (run_dir / "result.json").mkdir()
+        return 0
+    if mode == "flood":
+        line = "x" * 1023 + "\n"
+        for _ in range(int(float(fault.get("flood_mb", 1.0)) * 1024)):
+            sys.stdout.write(line)
+        sys.stdout.flush()
+        time.sleep(2.5)  # the agent checks the log's size every 2 s while the trial runs
     _write(run_dir, _result("completed", objective_of(config), None, time.time() - t0, args.world_size))
     return 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import copy
 import json
 import math
@@ -159,6 +161,12 @@ def test_wrong_architecture_checkpoint_is_refused(tiny_run):
     (run_dir / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="junk.pt: not a readable checkpoint"):
         load_checkpoint(run_dir / "junk.pt")
+    # a pickled object is refused in one line naming the file and the class, not torch's screenful
+    torch.save({"format": "hydragnn-ensemble-checkpoint", "payload": Fraction(1, 3)}, run_dir / "pickled.pt")
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(run_dir / "pickled.pt")
+    assert str(info.value) == (f"{run_dir / 'pickled.pt'}: not a readable checkpoint (it holds a pickled Python "
+                               "object (fractions.Fraction), which is never loaded (weights_only=True))")
 
 
 def test_same_seed_same_result(tmp_path, dataset, tiny_run):

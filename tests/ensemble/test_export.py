@@ -14,7 +14,7 @@ from hydragnn_ensemble.config import get_by_dotted_key, load_config
 
 
 def test_hydragnn_configs_load_and_hold_the_trial_values(direct_campaign, tmp_path):
-    files = export_top_k(direct_campaign.root, 3, "hydragnn", tmp_path / "out")
+    files = export_top_k(direct_campaign.root, 3, "hydragnn", tmp_path / "out").files
     ranked = read_campaign(direct_campaign.root).ranked()[:3]
     assert [f.name for f in files] == ["members.csv"] + [f"trial_{t.trial_id}.json" for t in ranked]
     for trial in ranked:
@@ -34,7 +34,7 @@ def test_json_yaml_csv_formats(direct_campaign, tmp_path):
     ranked = [t.trial_id for t in read_campaign(direct_campaign.root).ranked()[:2]]
     export_top_k(direct_campaign.root, 2, "json", tmp_path / "j")
     export_top_k(direct_campaign.root, 2, "yaml", tmp_path / "y")
-    files = export_top_k(direct_campaign.root, 2, "csv", tmp_path / "c")
+    files = export_top_k(direct_campaign.root, 2, "csv", tmp_path / "c").files
     as_json = json.loads((tmp_path / "j" / "top_k.json").read_text())
     as_yaml = yaml.safe_load((tmp_path / "y" / "top_k.yaml").read_text())
     assert [r["trial_id"] for r in as_json] == [r["trial_id"] for r in as_yaml] == ranked

@@ -137,6 +137,12 @@ def test_predict_cli_good_and_bad_inputs(direct_ensemble, direct_campaign, tmp_p
     # only bad inputs: nothing predicted, exit code 2
     rc = main(["predict", str(direct_ensemble), str(tmp_path / "broken.xyz"), "-o", str(tmp_path / "x.csv")])
     assert rc == 2 and not (tmp_path / "x.csv").exists()
+    # the flag the isolated-atom message recommends exists and makes it predictable
+    capsys.readouterr()
+    rc = main(["predict", str(direct_ensemble), str(tmp_path / "isolated.xyz"), "-o", str(tmp_path / "iso.csv"),
+               "--allow-isolated", "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    assert [r["formula"] for r in csv.DictReader((tmp_path / "iso.csv").open())] == ["Cu2"]
 
 
 def test_predict_cli_on_a_dataset_file(direct_ensemble, direct_campaign, tmp_path):

@@ -124,7 +124,7 @@ def test_checksum_mismatch_and_missing_member_are_named(direct_ensemble, tmp_pat
 
 def test_existing_output_is_not_overwritten(direct_campaign, direct_ensemble):
     before = (direct_ensemble / "manifest.json").read_bytes()
-    with pytest.raises(EnsembleBuildError, match="already exists"):
+    with pytest.raises(EnsembleBuildError, match="holds a previous output of this command .ensemble directory.; pass --force"):
         build_ensemble(direct_campaign.root, direct_ensemble, BuildOptions(top_k=2))
     assert (direct_ensemble / "manifest.json").read_bytes() == before
 

@@ -68,7 +68,8 @@ def test_edge_sets_equal_ase_on_random_cells():
         kind = KINDS[trial % len(KINDS)]
         atoms = _random_cell(rng, kind)
         cutoff = float(rng.uniform(2.5, 4.0))
-        graph = atoms_to_graph(atoms, cutoff=cutoff, name=f"random-{trial}", allow_isolated=True)
+        graph = atoms_to_graph(atoms, cutoff=cutoff, name=f"random-{trial}", allow_isolated=True,
+                               min_distance=0.0)  # random positions: edge sets, not chemistry
         ai, aj, ashift, adist = neighbor_list("ijSd", atoms, cutoff)
         ours = _graph_edge_dict(graph)
         expected = _edge_set(ai, aj, ashift)
@@ -263,11 +264,26 @@ def test_slab_and_wire_have_expected_neighbour_counts():
 def test_builder_reuses_its_list_without_corrupting_earlier_graphs():
     rng = np.random.default_rng(11)
     structures = [_random_cell(rng, "triclinic") for _ in range(6)]
-    build = AtomicGraphBuilder(cutoff=3.5, allow_isolated=True)
+    build = AtomicGraphBuilder(cutoff=3.5, allow_isolated=True, min_distance=0.0)
     built = [build(atoms, name=str(k)) for k, atoms in enumerate(structures)]
     for k, (atoms, graph) in enumerate(zip(structures, built)):
-        fresh = atoms_to_graph(atoms, cutoff=3.5, allow_isolated=True, name=str(k))
+        fresh = atoms_to_graph(atoms, cutoff=3.5, allow_isolated=True, name=str(k), min_distance=0.0)
         for key in ("edge_index", "edge_attr", "edge_shift", "pos", "z", "cell", "pbc"):
             assert torch.equal(graph[key], fresh[key]), (k, key)
     with pytest.raises(ValueError, match="cutoff must be a positive finite number, got nan"):
         AtomicGraphBuilder(cutoff=float("nan"))
+
+
+def test_coincident_atoms_are_refused_with_the_pair():
+    cu = bulk("Cu", "fcc", a=3.61, cubic=True)
+    dup = cu + cu[:1]  # atom 4 duplicates atom 0
+    with pytest.raises(InvalidStructureError) as info:
+        atoms_to_graph(dup, name="dup")
+    assert str(info.value) == ("dup: 1 pair(s) of atoms closer than 0.5 Å (coincident or duplicated atoms?): "
+                               "0-4 at 0 Å")
+    near_image = Atoms("Cu2", positions=[[0.0, 0, 0], [2.9, 0, 0]], cell=[3.0, 3.0, 3.0], pbc=True)
+    with pytest.raises(InvalidStructureError, match=r"0-1 \(image \[-1, 0, 0\]\) at 0.1 Å"):
+        atoms_to_graph(near_image, name="image")
+    assert atoms_to_graph(near_image, min_distance=0.05).num_nodes == 2
+    ok = atoms_to_graph(molecule("H2"), cutoff=2.0)  # 0.74 Å, the shortest real bond, is fine
+    assert ok.edge_index.shape[1] == 2

@@ -74,7 +74,7 @@ def test_build_graphs_atomic_keeps_good_files_and_lists_bad_ones(atomic_inputs, 
     with GraphStore(out) as store:
         assert [(h.name, h.level, h.dim, h.unit) for h in store.heads] == [("energy", "graph", 1, "eV"),
                                                                           ("forces", "node", 3, "eV/Å")]
-        assert store.metadata["failed_files"] == 3 and store.metadata["input_files"] == 2
+        assert store.metadata["failures"] == 3 and store.metadata["input_files"] == 2
         assert store.metadata["cutoff"] == 4.0
     from ase.io import read
 
@@ -86,7 +86,7 @@ def test_build_graphs_atomic_keeps_good_files_and_lists_bad_ones(atomic_inputs, 
         assert torch.equal(graph.z, torch.tensor(atoms.numbers))
     printed = capsys.readouterr().out
     assert f"built 4 graphs from 2 of 5 files -> {out}" in printed
-    assert "3 files failed; reasons in" in printed
+    assert "3 files or structures failed; reasons in" in printed
 
 
 def test_build_graphs_nothing_built_exits_2(atomic_inputs, tmp_path, capsys):
@@ -174,7 +174,9 @@ def test_build_graphs_continuum(tmp_path):
 
 
 def test_build_graphs_usage_errors(tmp_path, capsys):
-    assert main(["build-graphs", "--scale", "continuum", "--fractions", "0.5,0.5", str(tmp_path),
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    assert main(["build-graphs", "--scale", "continuum", "--fractions", "0.5,0.5", str(inputs),
                  "-o", str(tmp_path / "x.bp")]) == 2
     assert "error: --fractions must be three non-negative numbers summing to 1, got '0.5,0.5'" in capsys.readouterr().err
     empty = tmp_path / "empty"

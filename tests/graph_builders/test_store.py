@@ -25,6 +25,7 @@ from graph_builders.store import (
     SampleIndexError,
     StoreError,
     describe,
+    is_project_dataset,
     shard_indices,
     update_normalisation,
     write_dataset,
@@ -312,7 +313,7 @@ def test_reader_errors(atomic_file, tmp_path):
         with pytest.raises(IndexError):
             store.get("valset", -5)
         with pytest.raises(StoreError, match="unknown split 'train'"):
-            store.dataset("train")
+            AdiosGraphDataset(path, "train")
     with pytest.raises(StoreError, match="the store is closed"):
         store.get("trainset", 0)
 
@@ -374,9 +375,45 @@ def test_refuses_to_overwrite_something_else(tmp_path, atomic_file):
     target = tmp_path / "results"
     target.mkdir()
     (target / "notes.txt").write_text("keep me")
-    with pytest.raises(StoreError, match="refusing to overwrite .*results: it exists and is not an ADIOS2 dataset"):
+    with pytest.raises(StoreError, match="refusing to overwrite .*results: it exists and is not a dataset"):
         write_dataset(target, graphs, ATOMIC_HEADS)
     assert (target / "notes.txt").read_text() == "keep me"
+
+
+def test_never_replaces_an_adios2_file_it_did_not_write(tmp_path, atomic_file):
+    """A foreign ADIOS2 file (e.g. HydraGNN's) is not ours to replace, even though it is a .bp."""
+    _, graphs = atomic_file
+    target = tmp_path / "theirs.bp"
+    with adios2.Stream(str(target), "w") as out:
+        out.write("trainset/x", np.arange(4.0))
+    before = sorted(os.listdir(target))
+    with pytest.raises(StoreError, match="it exists and is an ADIOS2 file not written by this project"):
+        write_dataset(target, graphs, ATOMIC_HEADS)
+    assert sorted(os.listdir(target)) == before
+    assert not is_project_dataset(target)
+    assert is_project_dataset(write_dataset(tmp_path / "ours.bp", graphs, ATOMIC_HEADS))
+
+
+def test_no_profiling_files_anywhere(tmp_path, atomic_file, monkeypatch):
+    """ADIOS2 leaves no profiling.json in a dataset, in the working directory or in /tmp (BP5's
+    reader writes /tmp/<name>_<pid>_profiling.json on close: the store removes it)."""
+    from graph_builders.store._engine import bp5_profile_path
+
+    _, graphs = atomic_file
+    monkeypatch.chdir(tmp_path)
+    path = write_dataset(tmp_path / "clean.bp", graphs, ATOMIC_HEADS)
+    update_normalisation(path, {"energy": {"mean": 1.0}})
+    with GraphStore(path) as store:
+        store.get("trainset", 0)
+    bp5 = tmp_path / "foreign_bp5.bp"
+    with adios2.Stream(str(bp5), "w") as out:  # ADIOS2's default engine: BP5
+        out.write("v", np.arange(3.0))
+    assert (bp5 / "mmd.0").is_file()
+    stray = bp5_profile_path(bp5)
+    assert not is_project_dataset(bp5)  # opened and closed by the store's reader
+    assert not stray.exists()
+    found = [p for p in tmp_path.rglob("*profiling*.json") if not p.is_relative_to(bp5)]
+    assert found == []
 
 
 def test_update_normalisation_and_describe(atomic_file, tmp_path):
@@ -416,8 +453,8 @@ def test_update_normalisation_and_describe(atomic_file, tmp_path):
 def test_dataloader_batches_the_lazy_dataset(atomic_file, workers):
     path, graphs = atomic_file
     with GraphStore(path) as store:
-        dataset = store.dataset("trainset")
         source = store.source_indices("trainset")
+    dataset = AdiosGraphDataset(path, "trainset")
     dataset[0]  # opens a handle in this process; workers must open their own
     loader = DataLoader(dataset, batch_size=8, shuffle=False, num_workers=workers)
     batches = list(loader)

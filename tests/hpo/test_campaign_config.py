@@ -117,3 +117,21 @@ def test_optimizer_options_checked_before_launch(campaign_files):
         load_campaign(campaign_files(optimizer={"name": "random", "options": {"seed": 1}}))
     config = load_campaign(campaign_files(optimizer={"name": "optuna-tpe", "options": {"n_startup_trials": 5}}))
     assert config.optimizer.options == {"n_startup_trials": 5}
+
+
+def test_search_space_keys_and_base_config_are_checked_against_the_schema(campaign_files, tmp_path):
+    """A typo under an existing section would burn trials until the failure threshold stops the
+    campaign: the built-in trainer's keys are checked at campaign start, every problem listed."""
+    typo = {**SPACE, "NeuralNetwork.Architecture.hiden_dim": {"type": "int", "low": 8, "high": 64}}
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["NeuralNetwork"]["Training"]["num_epochs"] = 3
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    with pytest.raises(CampaignConfigError) as info:
+        load_campaign(campaign_files(search_space=typo))
+    message = str(info.value)
+    assert "search_space: NeuralNetwork.Architecture.hiden_dim: unknown key; did you mean 'hidden_dim'?" in message
+    assert "NeuralNetwork.Training.num_epochs: unknown key; did you mean 'num_epoch'?" in message
+    assert message.startswith(str(tmp_path / "campaign.yaml"))
+    # another trial program reads its own config: only the paths into the base config are checked
+    custom = load_campaign(campaign_files(search_space=typo, trial_program="my_trainer"))
+    assert "NeuralNetwork.Architecture.hiden_dim" in custom.search_space

@@ -73,6 +73,29 @@ def test_torn_last_line_dropped_and_repaired(tmp_path):
     assert read_events(path) == events + [{"event": "campaign_finished", "reason": "done", "time": 2000.0}]
 
 
+def test_valid_json_but_incomplete_last_event_is_a_torn_line(tmp_path):
+    """A truncation that happens to end on a brace: valid JSON, not a complete event. Resume treats
+    it like a torn line (with the notice) instead of failing with a KeyError in replay."""
+    path = tmp_path / "journal.jsonl"
+    events = sample_events()
+    write_journal(path, events)
+    with open(path, "ab") as fh:
+        fh.write(b'{"event": "trial_finished", "time": 9.0}\n')
+    contents = read_journal(path)
+    assert contents.events == events and contents.torn_line_number == len(events) + 1
+    assert CampaignState.replay(contents.events).num_finished == CampaignState.replay(events).num_finished
+    with pytest.warns(TornJournalLineWarning, match="cut off a torn last line"):
+        Journal(path).close()
+    assert read_journal(path).torn_line is None and read_events(path) == events
+    # the same event in the middle is corruption, named by its line and what is missing
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(1, b'{"event": "trial_finished", "time": 9.0}')
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(JournalCorruptError, match=r"line 2 is not a complete JSON event \(journal event "
+                                                  r"'trial_finished' is missing fields \['trial_id', 'attempt', 'result'\]"):
+        read_journal(path)
+
+
 def test_complete_last_line_without_newline_is_kept(tmp_path):
     path = tmp_path / "journal.jsonl"
     path.write_bytes(b'{"event": "campaign_finished", "reason": "x", "time": 1.0}')
@@ -88,7 +111,7 @@ def test_corruption_in_the_middle_names_the_line(tmp_path):
     lines = path.read_bytes().split(b"\n")
     lines[4] = lines[4][:20]
     path.write_bytes(b"\n".join(lines))
-    with pytest.raises(JournalCorruptError, match=r"journal.jsonl: line 5 is not a JSON event \(corruption inside"):
+    with pytest.raises(JournalCorruptError, match=r"journal.jsonl: line 5 is not a complete JSON event \(not JSON; corruption inside"):
         read_events(path)
 
 
@@ -181,7 +204,7 @@ def test_event_split_over_two_lines_is_corruption(tmp_path):
     path = tmp_path / "journal.jsonl"
     path.write_bytes(b'{"event": "campaign_finished", "time": 1.0, "reason": [1\n2]}\n'
                      b'{"event": "campaign_finished", "time": 2.0, "reason": "x"}\n')
-    with pytest.raises(JournalCorruptError, match="line 1 is not a JSON event"):
+    with pytest.raises(JournalCorruptError, match="line 1 is not a complete JSON event"):
         read_journal(path)
 
 

@@ -17,10 +17,12 @@ inputs (a directory stands for every non-hidden file under it):
              arrays y_<head> become targets (length G: node head, otherwise graph head)
   continuum  any mesh file meshio reads; --features/--targets name point-data arrays
 
-A file is stored only if all its structures build. Bad files do not stop the run: they are listed
-with the reason in OUTPUT.errors.tsv (file<TAB>reason).
+Every structure that builds is stored. Bad files, and bad structures of multi-structure files
+(as FILE[INDEX]), do not stop the run: they are listed with the reason in OUTPUT.errors.tsv
+(file<TAB>reason). OUTPUT may not be, contain or lie inside an input; an existing OUTPUT is
+replaced only when it is a dataset this program wrote.
 
-exit status: 0 every file built; 1 some files failed, the others were written;
+exit status: 0 everything built; 1 some files or structures failed, the others were written;
              2 nothing could be built (or a usage error); nothing is written then.
 """
 
@@ -33,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", required=True, choices=("atomic", "mesoscale", "continuum"))
     parser.add_argument("--cutoff", type=float, default=5.0, help="atomic: neighbour radius in Å (default 5.0)")
     parser.add_argument("--max-neighbours", type=int, default=None, help="atomic: keep the K nearest per atom")
+    parser.add_argument("--allow-isolated", action="store_true",
+                        help="atomic: accept atoms without any neighbour within the cutoff")
     parser.add_argument("--features", default="", help="continuum: point-data arrays forming x, comma-separated")
     parser.add_argument("--targets", default="", help="continuum: point-data arrays stored as node heads")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
@@ -58,11 +62,23 @@ def parse_fractions(text: str) -> tuple[float, float, float]:
     return values  # type: ignore[return-value]
 
 
+def paths(args: argparse.Namespace):
+    """The inputs are read; the dataset and its errors list are written."""
+    from graph_builders.batch_build import is_errors_file
+    from graph_builders.store import is_project_dataset
+    from hydragnn_ensemble.path_guard import CommandPaths, Output
+
+    errors = args.output.with_name(args.output.name + ".errors.tsv")
+    return CommandPaths(inputs=tuple(Path(p) for p in args.inputs),
+                        outputs=(Output(args.output, "dataset", is_project_dataset),
+                                 Output(errors, "errors list", is_errors_file)))
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from graph_builders.batch_build import BuildOptions, build_graphs, expand_inputs, write_errors
-    from graph_builders.store import StoreError, check_output_path, describe, write_dataset
+    from graph_builders.store import describe, write_dataset
     from hydragnn_ensemble.cli import UserError
 
     torch.set_num_threads(1)
@@ -73,11 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_neighbours is not None and args.max_neighbours < 1:
         raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
     fractions = parse_fractions(args.fractions)
-    try:
-        check_output_path(args.output)
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
-    options = BuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets))
+    options = BuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets),
+                           allow_isolated=args.allow_isolated)
     files = expand_inputs(args.inputs)
     if not files:
         raise UserError("no input files found in " + ", ".join(args.inputs))
@@ -91,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
         errors_path.unlink()  # a stale list from an earlier run of the same output
     for note in result.notes:
         print(f"note: {note}")
-    good_files = result.num_files - len(result.failures)
+    good_files = result.files_with_graphs
     if not result.graphs:
         raise UserError(f"no graph could be built from {result.num_files} files; reasons in {errors_path}")
     metadata = {"scale": args.scale, "created_by": "build-graphs", "input_files": good_files,
-                "failed_files": len(result.failures)}
+                "failures": len(result.failures)}
     if args.scale == "atomic":
         metadata["cutoff"] = args.cutoff
         if args.max_neighbours is not None:
@@ -105,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"built {len(result.graphs)} graphs from {good_files} of {result.num_files} files -> {output}")
     print(describe(output))
     if result.failures:
-        print(f"{len(result.failures)} files failed; reasons in {errors_path}:")
+        print(f"{len(result.failures)} files or structures failed; reasons in {errors_path}:")
         for failure in result.failures[:10]:
             print(f"  {failure.file}: {failure.reason}")
         if len(result.failures) > 10:

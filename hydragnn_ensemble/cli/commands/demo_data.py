@@ -35,10 +35,18 @@ def parse_components(text: str) -> tuple[int, int]:
     return low, high
 
 
+def paths(args: argparse.Namespace):
+    """Nothing is read; the dataset is written (replacing only a dataset this program wrote)."""
+    from graph_builders.store import is_project_dataset
+    from hydragnn_ensemble.path_guard import CommandPaths, Output
+
+    return CommandPaths(outputs=(Output(args.output, "dataset", is_project_dataset),))
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from graph_builders.store import StoreError, check_output_path, describe, write_dataset
+    from graph_builders.store import describe, write_dataset
     from hydragnn_ensemble.cli import UserError
 
     torch.set_num_threads(1)
@@ -46,10 +54,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--num must be >= 1, got {args.num}")
     if args.kind != "alloy" and (args.elements or args.components):
         raise UserError("--elements and --components apply to the alloy dataset only")
-    try:
-        check_output_path(args.output)
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
     progress = not args.no_progress
     kwargs: dict[str, object] = {"seed": args.seed, "progress": progress}
     if args.num is not None:

@@ -8,6 +8,7 @@ Exit code 0 on success, 2 for a user error.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 NAME = "export"
@@ -30,9 +31,13 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     try:
-        files = export_top_k(args.campaign_dir, args.top_k, args.format, args.output)
+        result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
-    for path in files:
+    for trial in result.excluded:
+        objective = "-" if trial.reported_objective is None else f"{trial.reported_objective:.6g}"
+        print(f"warning: trial {trial.trial_id} (objective {objective}) would have ranked in the top "
+              f"{args.top_k} but is left out: {trial.excluded_because}", file=sys.stderr)
+    for path in result.files:
         print(path)
     return 0

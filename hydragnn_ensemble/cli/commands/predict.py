@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 NAME = "predict"
@@ -31,21 +32,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", action="append", default=None, metavar="DEV",
                         help="torch device for members (repeat to spread members over GPUs; default cpu)")
+    parser.add_argument("--allow-isolated", action="store_true",
+                        help="accept atoms without any neighbour within the ensemble's cutoff")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def paths(args: argparse.Namespace):
+    """The ensemble directory and the inputs are read; the CSV (and --forces-out) written."""
+    from ensemble.outputs import is_node_extxyz, is_predictions_csv
+    from hydragnn_ensemble.path_guard import CommandPaths, Output
+
+    outputs = [Output(args.output, "predictions CSV", is_predictions_csv)]
+    if args.forces_out is not None:
+        outputs.append(Output(args.forces_out, "per-atom predictions file", is_node_extxyz))
+    return CommandPaths(inputs=(args.ensemble_dir, *args.inputs), outputs=tuple(outputs))
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from graph_builders.atomic import atoms_to_graph
     from hydragnn_ensemble.cli import UserError
     from ensemble.predictor import EnsemblePredictor
     from ensemble.inputs import load_inputs
     from ensemble.outputs import write_node_extxyz, write_predictions_csv
 
     torch.set_num_threads(1)
+    builder = partial(atoms_to_graph, allow_isolated=True) if args.allow_isolated else None
     try:
         predictor = EnsemblePredictor(args.ensemble_dir, devices=args.device, batch_size=args.batch_size,
-                                      progress=not args.no_progress)
+                                      progress=not args.no_progress, graph_builder=builder)
     except (ValueError, OSError) as exc:
         raise UserError(str(exc)) from exc
     items, bad = load_inputs(args.inputs, predictor)

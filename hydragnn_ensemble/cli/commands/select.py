@@ -9,6 +9,7 @@ Exit code 0 on success, 2 for a user error (no such campaign, too few completed 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 NAME = "select"
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fit per-head std scales on the valset, report test-set calibration")
     parser.add_argument("--no-plots", action="store_true", help="with --calibrate: no PNG plots")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--force", action="store_true", help="replace an existing ensemble directory")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an ensemble directory written by an earlier select (never anything else)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -63,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         manifest = build_ensemble(args.campaign_dir, args.output, options)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
+    for left_out in manifest.selection.excluded:
+        objective = "-" if left_out.objective is None else f"{left_out.objective:.6g}"
+        print(f"warning: trial {left_out.trial_id} (objective {objective}) would have been a candidate "
+              f"but is left out: {left_out.reason}", file=sys.stderr)
     print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
     print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
     for m in manifest.members:

@@ -29,6 +29,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def paths(args: argparse.Namespace):
+    """A replayed results.csv is read; sim.json (and with --plot its PNGs) written."""
+    from pathlib import Path
+
+    from hydragnn_ensemble.path_guard import CommandPaths, Output
+    from scheduler.simulator.results import is_sim_json
+
+    out = Path(args.output)
+    outputs = [Output(out, "simulation result", is_sim_json)]
+    if args.plot:
+        outputs += [Output(out.with_name(out.stem + suffix), "simulation plot", lambda p: p.suffix == ".png")
+                    for suffix in ("_util.png", "_gantt.png")]
+    return CommandPaths(inputs=(Path(args.replay),) if args.replay else (), outputs=tuple(outputs))
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
