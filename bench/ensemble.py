@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                                                              candidates=args.members, bags=args.bags))
         report = calibrate(tmp / "ens", plots=False)
         results = accuracy_and_uncertainty(tmp / "ens", ind, ood)
-        results["calibration_scales"] = report.scales
+        results["uncertainty_weights"] = {h: m.weights for h, m in report.models.items()}
         from ensemble.manifest import read_manifest
 
         manifest = read_manifest(tmp / "ens")

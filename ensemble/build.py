@@ -1,8 +1,9 @@
 """Build an ensemble directory from a campaign directory (``hydragnn-ensemble select``).
 
 ``build_ensemble`` chooses the members (top-K by objective, or greedy selection on the validation
-predictions of the best M completed trials: one weight per member (``greedy``) or one per member
-and head (``greedy-per-head``, optionally bagged)), copies their checkpoints into
+predictions of the best M completed trials: one weight per member (``greedy``), one per member
+and head (``greedy-per-head``, optionally bagged), or K equally weighted members whose errors
+differ (``diverse``)), copies their checkpoints into
 ``ENSEMBLE_DIR/members/``, and writes ``manifest.json`` (see :mod:`ensemble.manifest`). The
 directory is written under a temporary name and renamed into place when complete.
 
@@ -36,10 +37,17 @@ from ensemble.manifest import (
     sha256_of,
     write_manifest,
 )
-from ensemble.predictor import MemberModel, read_split, run_members, split_targets
-from ensemble.selection import Selection, SelectionError, greedy_per_head, greedy_selection, select_topk
+from ensemble.members import MemberModel, read_split, run_members, split_targets
+from ensemble.selection import (
+    Selection,
+    SelectionError,
+    diverse_selection,
+    greedy_per_head,
+    greedy_selection,
+    select_topk,
+)
 
-METHODS: tuple[str, ...] = ("topk", "greedy", "greedy-per-head")
+METHODS: tuple[str, ...] = ("topk", "greedy", "greedy-per-head", "diverse")
 
 
 class EnsembleBuildError(ValueError):
@@ -87,8 +95,8 @@ def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection
         members.append(MemberModel(trial.trial_id, 1.0, loaded, float(loaded.spec.radius)))
     cutoff = max(m.radius for m in members)
     graphs = read_split(dataset, "valset")
-    preds = run_members(members, graphs, cutoff=cutoff, batch_size=options.batch_size,
-                        progress=options.progress, desc="validation predictions")
+    preds = [o.preds for o in run_members(members, graphs, cutoff=cutoff, batch_size=options.batch_size,
+                                          progress=options.progress, desc="validation predictions")]
     heads = [h for h in members[0].loaded.heads.names if all(h in p for p in preds)]
     targets = split_targets(graphs, members[0].loaded.heads)
     heads = [h for h in heads if h in targets]
@@ -99,6 +107,9 @@ def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection
         return greedy_per_head(stacked, {h: targets[h] for h in heads}, options.top_k,
                                [t.trial_id for t in ranked], rounds=options.rounds,
                                bags=options.bags, seed=options.seed)
+    if options.method == "diverse":
+        return diverse_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
+                                 [t.trial_id for t in ranked])
     return greedy_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
                             [t.trial_id for t in ranked])
 
@@ -107,7 +118,7 @@ def choose_members(info: CampaignInfo, options: BuildOptions) -> Selection:
     """Run the selection method of ``options``."""
     if options.method == "topk":
         return select_topk(info, options.top_k)
-    if options.method in ("greedy", "greedy-per-head"):
+    if options.method in ("greedy", "greedy-per-head", "diverse"):
         if options.top_k < 1:
             raise SelectionError(f"top-k must be >= 1, got {options.top_k}")
         return greedy_from_campaign(info, options)

@@ -17,12 +17,20 @@ Which heads become ASE properties:
   energy in that same unit.
 
 ``calc.results`` also holds ``energy_std``, ``forces_std`` [N, 3] and ``stress_std`` [6] (total
-ensemble std, calibrated when the ensemble is), and ``<property>_members`` with each member's value.
+ensemble std, calibrated when the ensemble is), ``<property>_members`` with each member's value,
+and, when the ensemble stores its applicability domain, ``in_domain`` (bool), ``domain_reasons``
+(why not), ``latent_distance`` (about 1 in distribution) and ``forces_in_domain`` [N].
+
+Settings live in ``calc.parameters`` (``calc.set(...)`` changes them): ``energy_head`` (see above)
+and ``on_out_of_domain``: ``"ignore"`` (default: the results say it), ``"warn"`` (a warning too) or
+``"raise"``: :class:`OutOfDomainError` from the calculation, which stops a molecular dynamics run
+or an optimisation the moment it leaves the domain (the results of that step are kept).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Sequence
 
 from ase.calculators.calculator import Calculator, all_changes
@@ -36,6 +44,16 @@ class EnsembleCalculatorError(ValueError):
     """The ensemble cannot provide what the calculator needs (no energy head, unknown unit)."""
 
 
+class OutOfDomainError(RuntimeError):
+    """A structure outside the ensemble's applicability domain, with ``on_out_of_domain="raise"``."""
+
+
+class OutOfDomainWarning(UserWarning):
+    """A structure outside the ensemble's applicability domain, with ``on_out_of_domain="warn"``."""
+
+
+ON_OUT_OF_DOMAIN: tuple[str, ...] = ("ignore", "warn", "raise")
+
 def _find(heads: HeadRegistry, level: str, dim: int, preferred: Sequence[str]) -> str | None:
     for name in preferred:
         if name in heads and heads[name].level == level and heads[name].dim == dim:
@@ -47,18 +65,33 @@ class EnsembleCalculator(Calculator):
     """ASE calculator for an ensemble directory (see the module docstring)."""
 
     implemented_properties: list[str] = []
+    default_parameters: dict[str, Any] = {"energy_head": None, "on_out_of_domain": "ignore"}
 
     def __init__(self, ensemble_dir: str | os.PathLike | None = None, *,
-                 predictor: EnsemblePredictor | None = None, energy_head: str | None = None,
-                 devices: Sequence[str] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 predictor: EnsemblePredictor | None = None, devices: Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
         if predictor is None:
             if ensemble_dir is None:
                 raise EnsembleCalculatorError("pass an ensemble directory or a predictor")
             predictor = EnsemblePredictor(ensemble_dir, devices=devices)
         self.predictor = predictor
-        heads = predictor.heads
         self.potential_mode = any(m.potential_mode for m in predictor.manifest.members)
+        super().__init__(**kwargs)
+        self._resolve_heads()
+
+    def set(self, **kwargs: Any) -> dict:
+        """Change settings (``energy_head``, ``on_out_of_domain``); clears the results."""
+        changed = super().set(**kwargs)
+        if changed and hasattr(self, "predictor"):
+            self._resolve_heads()
+        return changed
+
+    def _resolve_heads(self) -> None:
+        heads = self.predictor.heads
+        energy_head = self.parameters.get("energy_head")
+        if self.parameters.get("on_out_of_domain") not in ON_OUT_OF_DOMAIN:
+            raise EnsembleCalculatorError(f"on_out_of_domain must be one of {ON_OUT_OF_DOMAIN}, "
+                                          f"got {self.parameters.get('on_out_of_domain')!r}")
         if energy_head is not None and energy_head not in heads:
             raise EnsembleCalculatorError(f"energy head {energy_head!r} is not one of {heads.names}")
         self.energy_head = energy_head or _find(heads, "graph", 1, ("energy", "formation_energy"))
@@ -95,14 +128,32 @@ class EnsembleCalculator(Calculator):
             results["free_energy"] = results["energy"]
             results["energy_std"] = float(hp.std[0, 0]) * factor
             results["energy_members"] = hp.members[:, 0, 0] * factor
+            if hp.distance is not None:
+                results["latent_distance"] = float(hp.distance[0])
         if self.forces_head is not None:
             hp = pred.heads[self.forces_head]
             results["forces"] = hp.mean.copy()
             results["forces_std"] = hp.std.copy()
             results["forces_members"] = hp.members.copy()
+            if hp.in_domain is not None:
+                results["forces_in_domain"] = hp.in_domain.copy()
         if self.stress_head is not None:
             hp = pred.heads[self.stress_head]
             results["stress"] = hp.mean[0] * self.stress_factor
             results["stress_std"] = hp.std[0] * self.stress_factor
             results["stress_members"] = hp.members[:, 0, :] * self.stress_factor
+        if pred.in_domain is not None:
+            results["in_domain"] = bool(pred.in_domain[0])
+            results["domain_reasons"] = list(pred.reasons[0])
         self.results = results
+        if pred.in_domain is not None and not pred.in_domain[0]:
+            self._out_of_domain(pred.reasons[0])
+
+    def _out_of_domain(self, reasons: list[str]) -> None:
+        action = self.parameters["on_out_of_domain"]
+        message = (f"{self.atoms.get_chemical_formula()}: outside the ensemble's applicability domain: "
+                   + "; ".join(reasons))
+        if action == "raise":
+            raise OutOfDomainError(message)
+        if action == "warn":
+            warnings.warn(message, OutOfDomainWarning, stacklevel=3)

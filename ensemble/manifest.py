@@ -4,6 +4,7 @@ An ensemble directory is self-contained and portable::
 
     ENSEMBLE_DIR/manifest.json
     ENSEMBLE_DIR/members/trial_<id>.pt     the members' checkpoints, copied from the campaign
+    ENSEMBLE_DIR/uncertainty.npz           latent references of the members (after calibration)
 
 Each member entry records its trial id, its HydraGNN config, the checkpoint file name (relative to
 the ensemble directory, which it may not leave: no ``..``, no absolute path, no link out) and that
@@ -15,6 +16,10 @@ Per-head greedy selection adds ``head_weights`` to each member (``{head: weight}
 weights sum to 1 over the members, a member may have 0 for a head): the predictor's mean of that
 head uses them, its spread uses ``weight``. Heads without them use ``weight``; manifests written
 before this field existed read unchanged (same format version).
+
+Calibration (``select --calibrate``) adds ``uncertainty`` (:class:`UncertaintyInfo`): the input
+domain and per-head term weights, plus the array file of the members' latent references. Older
+manifests with only ``calibration`` (one std scale per head) read unchanged.
 """
 
 from __future__ import annotations
@@ -87,6 +92,19 @@ class SelectionInfo(_Model):
     excluded: list[ExcludedTrial] = Field(default_factory=list)
 
 
+class UncertaintyInfo(_Model):
+    """The fitted uncertainty model (see :mod:`ensemble.uncertainty`): per head its term weights,
+    the input domain of the training split, and the members' latent references, stored as plain
+    arrays in ``file`` (numpy ``.npz``, read without pickle; sha256 checked like the checkpoints)."""
+
+    file: str  # relative to the ensemble directory
+    sha256: str
+    fit_split: str = "valset"
+    reference_split: str = "trainset"
+    domain: dict[str, Any]  # ensemble.domain.InputDomain fields
+    heads: dict[str, Any]  # head -> ensemble.uncertainty.HeadUncertainty fields
+
+
 class Manifest(_Model):
     """``manifest.json`` (see the module docstring)."""
 
@@ -98,7 +116,8 @@ class Manifest(_Model):
     graph_cutoff: float  # radius at which input graphs are built (the largest member radius)
     members: list[MemberEntry]
     selection: SelectionInfo
-    calibration: dict[str, float] = Field(default_factory=dict)  # head -> std scale
+    calibration: dict[str, float] = Field(default_factory=dict)  # head -> std scale (before `uncertainty`)
+    uncertainty: UncertaintyInfo | None = None  # the calibrated, distance-aware uncertainty model
 
     def total_weight(self) -> float:
         return float(sum(m.weight for m in self.members))
@@ -174,8 +193,24 @@ def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manif
     return manifest
 
 
+def uncertainty_file(root: str | os.PathLike, manifest: Manifest) -> Path | None:
+    """The uncertainty model's array file (inside the ensemble directory), None without one."""
+    if manifest.uncertainty is None:
+        return None
+    try:
+        return contained_path(root, manifest.uncertainty.file, "uncertainty file")
+    except PathGuardError as exc:
+        raise EnsembleIntegrityError(f"{Path(root) / MANIFEST_NAME}: {exc}") from None
+
+
 def verify_members(root: Path, manifest: Manifest) -> None:
-    """Check that every member checkpoint exists and has the recorded sha256."""
+    """Check that every member checkpoint (and the uncertainty file) exists with its sha256."""
+    path = uncertainty_file(root, manifest)
+    if path is not None:
+        if not path.is_file():
+            raise EnsembleIntegrityError(f"{root}: the uncertainty file {manifest.uncertainty.file} is missing")
+        if sha256_of(path) != manifest.uncertainty.sha256:
+            raise EnsembleIntegrityError(f"{root}: checksum mismatch for {manifest.uncertainty.file}")
     for member in manifest.members:
         ckpt = member_checkpoint(root, member)
         if not ckpt.is_file():

@@ -1,12 +1,17 @@
 """Write ensemble predictions: one CSV row per structure (graph heads), node heads per atom in extxyz.
 
 CSV columns: ``source, index, name, formula, num_atoms``, then per graph head ``<head>_mean``,
-``<head>_std`` (total, calibrated) and ``<head>_epistemic_std`` (plus ``<head>_aleatoric_std``
-where members predict a variance); heads of dim > 1 get one set per component,
-``<head>_<c>_mean`` etc. (c = 0..dim-1; stress in Voigt order xx yy zz yz xz xy).
+``<head>_std`` (total, calibrated) and the share of each uncertainty term,
+``<head>_epistemic_std`` (always), ``<head>_aleatoric_std``, ``<head>_distance_std`` and
+``<head>_domain_std`` where the ensemble has them (``std^2`` is the sum of their squares; see
+:mod:`ensemble.uncertainty`); heads of dim > 1 get one set per component, ``<head>_<c>_mean`` etc.
+(c = 0..dim-1; stress in Voigt order xx yy zz yz xz xy). Then, when the ensemble stores its
+applicability domain, ``latent_distance`` (about 1 in distribution), ``in_domain`` (yes/no) and
+``domain_reasons`` (why not, ``; ``-separated).
 
 extxyz: one frame per atomic structure with per-atom arrays ``<head>_mean`` and ``<head>_std``
-([N, dim]) for each node head, and the graph-head means and stds in the frame's info.
+([N, dim]) for each node head (and ``<head>_in_domain`` per atom where known), and the graph-head
+means and stds in the frame's info.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import csv
 import os
 from pathlib import Path
 
+from ensemble.combine import EnsemblePrediction
 from ensemble.inputs import InputItem
-from ensemble.predictor import EnsemblePrediction
 
 
 LEADING_COLUMNS: tuple[str, ...] = ("source", "index", "name", "formula", "num_atoms")
@@ -48,7 +53,7 @@ def _columns(prediction: EnsemblePrediction) -> list[tuple[str, str, str, int]]:
     for name, hp in prediction.heads.items():
         if hp.head.level != "graph":
             continue
-        fields = ["mean", "std", "epistemic_std"] + (["aleatoric_std"] if hp.aleatoric_std is not None else [])
+        fields = ["mean", "std"] + [f"{part}_std" for part in hp.parts]
         for c in range(hp.head.dim):
             stem = name if hp.head.dim == 1 else f"{name}_{c}"
             cols.extend((f"{stem}_{f}", name, f, c) for f in fields)
@@ -57,9 +62,20 @@ def _columns(prediction: EnsemblePrediction) -> list[tuple[str, str, str, int]]:
 
 def _value(prediction: EnsemblePrediction, head: str, field: str, row: int, c: int) -> float:
     hp = prediction.heads[head]
-    array = {"mean": hp.mean, "std": hp.std, "epistemic_std": hp.epistemic_std,
-             "aleatoric_std": hp.aleatoric_std}[field]
-    return float(array[row, c])
+    if field == "mean":
+        return float(hp.mean[row, c])
+    if field == "std":
+        return float(hp.std[row, c])
+    return float(hp.parts[field.removesuffix("_std")][row, c])
+
+
+def _domain_cells(prediction: EnsemblePrediction, row: int) -> list[str]:
+    distance = next((hp.distance for hp in prediction.heads.values()
+                     if hp.head.level == "graph" and hp.distance is not None), None)
+    cells = [] if distance is None else [f"{distance[row]:.3g}"]
+    if prediction.in_domain is not None:
+        cells += ["yes" if prediction.in_domain[row] else "no", "; ".join(prediction.reasons[row])]
+    return cells
 
 
 def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction,
@@ -68,12 +84,17 @@ def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction
     path = Path(path)
     cols = _columns(prediction)
     tmp = path.with_name(path.name + ".tmp")
+    domain_header = (["latent_distance"] if any(hp.distance is not None for hp in prediction.heads.values()
+                                                 if hp.head.level == "graph") else [])
+    if prediction.in_domain is not None:
+        domain_header += ["in_domain", "domain_reasons"]
     with open(tmp, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols])
+        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols] + domain_header)
         for row, item in enumerate(items):
             writer.writerow([item.source, item.index, item.name, item.formula, item.num_nodes] +
-                            [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in cols])
+                            [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in cols] +
+                            _domain_cells(prediction, row))
     os.replace(tmp, path)
     return path
 
@@ -94,11 +115,15 @@ def write_node_extxyz(items: list[InputItem], prediction: EnsemblePrediction,
         atoms = item.atoms.copy()
         atoms.calc = None
         atoms.info = {"source": item.source, "index": item.index, "name": item.name}
+        if prediction.in_domain is not None:
+            atoms.info["in_domain"] = bool(prediction.in_domain[row])
         for head in node_heads:
             hp = prediction.heads[head]
             rows = prediction.rows(head, row)
             atoms.set_array(f"{head}_mean", hp.mean[rows].astype(float))
             atoms.set_array(f"{head}_std", hp.std[rows].astype(float))
+            if hp.in_domain is not None:
+                atoms.set_array(f"{head}_in_domain", hp.in_domain[rows].astype(bool))
         for name, hp in prediction.heads.items():
             if hp.head.level == "graph":
                 atoms.info[f"{name}_mean"] = hp.mean[row].tolist() if hp.head.dim > 1 else float(hp.mean[row, 0])

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ensemble.metrics import coverage_curve
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -27,18 +29,17 @@ def _save(fig: Any, path: str | os.PathLike) -> Path:
     return path
 
 
-def calibration_curve_plot(y: np.ndarray, mean: np.ndarray, std: np.ndarray, scale: float,
+def calibration_curve_plot(y: np.ndarray, mean: np.ndarray, raw_std: np.ndarray, std: np.ndarray,
                            path: str | os.PathLike, head: str) -> Path:
-    """Expected vs observed coverage of central intervals, before and after the std scale."""
-    from ensemble.calibration import coverage_curve
-
+    """Expected vs observed coverage of central intervals: the members' raw spread and the
+    calibrated std."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    levels, raw = coverage_curve(y, mean, std)
-    _, scaled = coverage_curve(y, mean, std * scale)
+    levels, raw = coverage_curve(y, mean, raw_std)
+    _, calibrated = coverage_curve(y, mean, std)
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
     ax.plot(levels, raw, "o-", ms=3, label="ensemble spread")
-    ax.plot(levels, scaled, "s-", ms=3, label=f"scaled x{scale:.2f}")
+    ax.plot(levels, calibrated, "s-", ms=3, label="calibrated std")
     ax.set_xlabel("expected coverage")
     ax.set_ylabel("observed coverage")
     ax.set_title(f"calibration: {head}")

@@ -12,6 +12,13 @@ Per-head greedy selection (:func:`greedy_per_head`) runs the same procedure for 
 head's own loss, so each head gets its own weights (a member far better on one head can carry that
 head alone). The heads pick in turns and share one member set of at most K distinct models: once K
 distinct models are in, later picks choose among them.
+
+Diverse selection (:func:`diverse_selection`, in the spirit of AutoDEUQ and hyper-deep
+ensembles) is Caruana's greedy selection with replacement on another loss: the validation NLL of
+the ensemble's Gaussian (weighted mean of the members, std their weighted spread times its
+NLL-optimal factor). A member that lowers the NLL errs where the others do not, or spreads where
+the mean errs, so members whose errors differ are preferred over near-copies of the best one,
+while a good member picked several times keeps the mean accurate.
 """
 
 from __future__ import annotations
@@ -220,3 +227,56 @@ def greedy_per_head(predictions: Mapping[str, np.ndarray], targets: Mapping[str,
     return Selection([int(candidate_ids[i]) for i in order], weights, "greedy-per-head",
                      candidates=[int(c) for c in candidate_ids], history=history,
                      head_weights=head_weights)
+
+
+def _spread_nll(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
+                counts: np.ndarray) -> float:
+    """Validation NLL (summed over heads) of the ensemble weighted by ``counts`` with its spread
+    scaled by the NLL-optimal factor; the normalised MSE while it has a single distinct member."""
+    w = counts / counts.sum()
+    used = np.flatnonzero(counts)
+    total = 0.0
+    for head, pred in predictions.items():
+        mean = np.tensordot(w[used], pred[used], axes=1)
+        err = mean - targets[head]
+        scale = float(np.var(targets[head])) or 1.0
+        if len(used) == 1:
+            total += float(np.mean(err ** 2)) / scale
+            continue
+        spread2 = np.maximum(np.tensordot(w[used], (pred[used] - mean[None]) ** 2, axes=1), 1e-12 * scale)
+        s2 = float(np.mean(err ** 2 / spread2))
+        total += float(np.mean(0.5 * np.log(2 * np.pi * s2 * spread2 / scale) + 0.5))
+    return total
+
+
+def diverse_selection(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
+                      k: int, candidate_ids: Sequence[int]) -> Selection:
+    """``k`` greedy picks with replacement for the lowest validation NLL of the ensemble's spread
+    (see the module docstring); the first pick is the lowest normalised MSE, and once two distinct
+    members are in, the NLL decides. Weights are pick counts / ``k``; ``history`` holds the loss
+    after each pick; ties go to the earlier candidate."""
+    if k < 1:
+        raise SelectionError(f"top-k must be >= 1, got {k}")
+    m = len(candidate_ids)
+    if m == 0:
+        raise SelectionError("diverse selection needs at least one candidate")
+    _check_shapes(predictions, targets, m)
+    counts = np.zeros(m, dtype=np.float64)
+    order: list[int] = []
+    history: list[float] = []
+    for step in range(k):
+        scores = []
+        for c in range(m):
+            trial = counts.copy()
+            trial[c] += 1
+            if step == 1 and np.count_nonzero(trial) == 1:
+                scores.append((np.inf, c))  # the second pick makes the spread: another member
+                continue
+            scores.append((_spread_nll(predictions, targets, trial), c))
+        best_score, best = min(scores)
+        counts[best] += 1
+        if best not in order:
+            order.append(best)
+        history.append(best_score)
+    return Selection([int(candidate_ids[i]) for i in order], [float(counts[i]) / k for i in order], "diverse",
+                     candidates=[int(c) for c in candidate_ids], history=history)

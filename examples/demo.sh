@@ -22,8 +22,8 @@ echo "== 2. HPO campaign: mpiexec -n $ranks (rank 0 schedules, the others train)
 mpiexec -n "$ranks" hydragnn-ensemble hpo "$here/alloy/campaign.yaml" -o "$out/campaign" --dataset "$out/alloy.bp"
 hydragnn-ensemble report "$out/campaign" --top 5
 
-echo "== 3. top-5 ensemble, calibrated on the validation split =="
-hydragnn-ensemble select "$out/campaign" --top-k 5 --method topk -o "$out/ensemble" --calibrate --no-progress
+echo "== 3. ensemble of at most 5 members (greedy selection), uncertainty fitted on the train/validation splits =="
+hydragnn-ensemble select "$out/campaign" --top-k 5 --method greedy -o "$out/ensemble" --calibrate --no-progress
 python "$here/alloy/new_alloys.py" "$out/ensemble" --write "$out/new_alloys.extxyz"
 hydragnn-ensemble predict "$out/ensemble" "$out/new_alloys.extxyz" -o "$out/new_alloys.csv" --no-progress
 

@@ -13,6 +13,8 @@ units convention: energy (per atom), forces and stress are physical and forces a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -139,16 +141,30 @@ class HydraModel(nn.Module):
 
     def forward(self, data: object) -> dict[str, Tensor]:
         """Predict every head for a graph or a PyG batch (see the module docstring)."""
+        return self.forward_with_embedding(data)[0]
+
+    def forward_with_embedding(self, data: object) -> tuple[dict[str, Tensor], Tensor]:
+        """The predictions and the trunk's node features ``[N, num_conv_layers * hidden_dim]`` (every
+        message-passing layer's output before its normalisation, concatenated), from one pass: what
+        an uncertainty model that measures distances in the learned representation needs at no
+        extra cost. The raw layer outputs keep what LayerNorm would divide away (how many
+        neighbours a node has, how strong its messages are)."""
         if not self.potential_mode:
             return self._forward(data)
         outer_grad = torch.is_grad_enabled()
         with torch.enable_grad():
-            out = self._forward(data)
+            out, h = self._forward(data)
         if not outer_grad:
             out = {k: v.detach() for k, v in out.items()}
-        return out
+            h = h.detach()
+        return out, h
 
-    def _forward(self, data: object) -> dict[str, Tensor]:
+    def _forward(self, data: object) -> tuple[dict[str, Tensor], Tensor]:
+        trunk = self._trunk(data)
+        return self._readout(data, trunk), torch.cat(trunk.layer_outputs, dim=1)
+
+    def _trunk(self, data: object) -> "_Trunk":
+        """Embedding and message passing: the node embeddings and what the readout needs."""
         spec = self.spec
         pos = data.pos
         num_nodes = pos.shape[0]
@@ -175,10 +191,17 @@ class HydraModel(nn.Module):
 
         h = self.embedding(getattr(data, "x", None), getattr(data, "z", None))
         vec = None
+        outputs: list[Tensor] = []
         for layer, norm, act in zip(self.layers, self.norms, self.activations):
             out, vec = layer(h, edge_index, geom, vec)
+            outputs.append(out)
             h = out if layer.self_contained else h + act(norm(out))
+        return _Trunk(h, batch, num_graphs, strained, outputs)
 
+    def _readout(self, data: object, trunk: "_Trunk") -> dict[str, Tensor]:
+        """The heads (and in potential mode the forces and stress by autograd) from the trunk."""
+        spec = self.spec
+        h, batch, num_graphs = trunk.h, trunk.batch, trunk.num_graphs
         raw: dict[str, Tensor] = {}
         if self.graph_heads is not None:
             raw.update(self.graph_heads(h, batch, num_graphs))
@@ -201,7 +224,7 @@ class HydraModel(nn.Module):
             atoms = torch.bincount(batch, minlength=num_graphs).to(per_atom.dtype)
             total = per_atom.squeeze(-1) * atoms
             forces, stress = forces_and_stress(
-                total, strained, getattr(data, "cell", None), create_graph=self.training
+                total, trunk.strained, getattr(data, "cell", None), create_graph=self.training
             )
             if spec.forces_head is not None:
                 means[spec.forces_head] = forces
@@ -213,3 +236,14 @@ class HydraModel(nn.Module):
             if head.name in variances:
                 result[head.name + VARIANCE_SUFFIX] = variances[head.name]
         return result
+
+
+@dataclass
+class _Trunk:
+    """What message passing hands to the readout."""
+
+    h: Tensor  # [N, hidden_dim] node embeddings
+    batch: Tensor  # [N] graph of each node
+    num_graphs: int
+    strained: object | None  # potential mode: the strained edge vectors forces and stress derive from
+    layer_outputs: list[Tensor]  # each layer's output before normalisation, [N, hidden_dim] each

@@ -117,11 +117,16 @@ class LoadedModel:
 
     def predict(self, batch) -> dict[str, Tensor]:
         """Per-head predictions in physical units (and ``<head>__var`` variances, if predicted)."""
+        return self.predict_with_embedding(batch)[0]
+
+    def predict_with_embedding(self, batch) -> tuple[dict[str, Tensor], Tensor]:
+        """:meth:`predict` and the trunk's node features (see ``HydraModel.forward_with_embedding``),
+        from one pass."""
         self.model.eval()
         physical = set(getattr(self.model, "physical_heads", ()))
         grad = torch.enable_grad() if self.spec.energy_head is not None else torch.no_grad()
         with grad:
-            out = self.model(self.prepare(batch))
+            out, embedding = self.model.forward_with_embedding(self.prepare(batch))
         result: dict[str, Tensor] = {}
         for head in self.spec.heads:
             pred = out[head.name].detach()
@@ -129,7 +134,7 @@ class LoadedModel:
             var_key = head.name + VARIANCE_SUFFIX
             if var_key in out:
                 result[var_key] = self.normaliser.denormalise_variance(head.name, out[var_key].detach())
-        return result
+        return result, embedding.detach()
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -355,9 +355,9 @@ ALLOY_STRUCTURES = 600  # 2,000 take too long to generate for the suite (see the
 
 @pytest.fixture(scope="session")
 def alloy_dataset(tmp_path_factory) -> Path:
-    from graph_builders.datasets.alloy import make_alloy_dataset
+    from graph_builders.datasets.alloy import RANDOM_ONLY, make_alloy_dataset
 
-    data = make_alloy_dataset(num_structures=ALLOY_STRUCTURES, seed=0, progress=False)
+    data = make_alloy_dataset(num_structures=ALLOY_STRUCTURES, seed=0, progress=False, mix=RANDOM_ONLY)
     path = tmp_path_factory.mktemp("alloy") / "alloy.bp"
     write_dataset(path, data.graphs, data.heads, splits=data.splits, metadata=data.metadata)
     return path

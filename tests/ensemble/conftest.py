@@ -87,3 +87,16 @@ def potential_ensemble(tmp_path_factory, potential_campaign) -> Path:
     out = tmp_path_factory.mktemp("ens") / "potential"
     build_ensemble(potential_campaign.root, out, BuildOptions(top_k=3, method="topk"))
     return out
+
+
+@pytest.fixture(scope="session")
+def calibrated_potential_ensemble(tmp_path_factory, potential_ensemble) -> Path:
+    """The potential-mode ensemble with its uncertainty model and applicability domain."""
+    import shutil
+
+    from ensemble import calibrate
+
+    out = tmp_path_factory.mktemp("ens") / "potential_calibrated"
+    shutil.copytree(potential_ensemble, out)
+    calibrate(out, plots=False)
+    return out

@@ -93,3 +93,39 @@ def test_direct_heads_calculator(direct_ensemble):
     np.testing.assert_allclose(atoms.get_forces(), pred.heads["forces"].mean)
     np.testing.assert_allclose(atoms.get_stress(), pred.heads["stress"].mean[0] * GPa)
     np.testing.assert_allclose(calc.results["stress_std"], pred.heads["stress"].std[0] * GPa)
+
+
+def test_per_atom_uncertainty_and_stopping_md_outside_the_domain(calibrated_potential_ensemble):
+    """Forces get a per-atom std and domain flag; with on_out_of_domain="raise" an MD run stops at
+    the step that leaves the domain (here: a vacancy, which the training cells never had)."""
+    from ensemble import OutOfDomainError, OutOfDomainWarning
+
+    calc = EnsembleCalculator(calibrated_potential_ensemble)
+    assert calc.parameters["on_out_of_domain"] == "ignore"
+    atoms = _alloy()
+    atoms.calc = calc
+    atoms.get_forces()
+    assert calc.results["in_domain"] is True and calc.results["domain_reasons"] == []
+    assert calc.results["forces_in_domain"].shape == (32,) and calc.results["forces_in_domain"].all()
+    inside_std = calc.results["forces_std"].copy()
+    vacancy = _alloy()
+    del vacancy[7]
+    vacancy.calc = calc
+    vacancy.get_forces()
+    assert calc.results["in_domain"] is False
+    assert "neighbour shells outside the training envelope" in calc.results["domain_reasons"][0]
+    flagged = ~calc.results["forces_in_domain"]
+    assert 10 <= flagged.sum() <= 20  # the vacancy's neighbours
+    assert calc.results["forces_std"][flagged].mean() > 1.5 * inside_std.mean()  # the domain term
+    calc.set(on_out_of_domain="warn")
+    vacancy.rattle(0.01, seed=3)  # a new structure: recomputed
+    with pytest.warns(OutOfDomainWarning, match="outside the ensemble's applicability domain"):
+        vacancy.get_potential_energy()
+    calc.set(on_out_of_domain="raise")
+    inside = _alloy()
+    inside.calc = calc
+    VelocityVerlet(inside, timestep=1.0 * units.fs).run(2)  # in the domain: runs
+    with pytest.raises(OutOfDomainError, match="neighbour shells"):
+        VelocityVerlet(vacancy, timestep=1.0 * units.fs).run(3)  # stops at once
+    with pytest.raises(Exception, match="on_out_of_domain must be one of"):
+        calc.set(on_out_of_domain="stop")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ensemble import (
+    EnsembleIntegrityError,
     EnsemblePredictor,
     calibrate,
     calibration_metrics,
@@ -17,6 +18,7 @@ from ensemble import (
     fit_std_scale,
     read_manifest,
     read_split,
+    sha256_of,
     split_targets,
 )
 
@@ -68,29 +70,42 @@ def test_scaling_recovers_a_known_factor():
 
 
 def test_calibrate_a_real_ensemble(direct_ensemble, direct_campaign, tmp_path):
+    """The stored model is what the report used: reloading predicts the same std, each term's share
+    adds up to it, the weights minimise the validation NLL, and nothing comes from the test split."""
     copy = tmp_path / "ens"
     shutil.copytree(direct_ensemble, copy)
-    raw = EnsemblePredictor(copy)
+    report = calibrate(copy, plots=True)
+    manifest = read_manifest(copy)
+    assert manifest.uncertainty is not None and manifest.calibration == {}
+    assert manifest.uncertainty.sha256 == sha256_of(copy / "uncertainty.npz")
+    assert set(report.models) == {"formation_energy", "stress", "forces"}
+    predictor = EnsemblePredictor(copy)
     val = read_split(direct_campaign.dataset, "valset")
     test = read_split(direct_campaign.dataset, "testset")
-    raw_val, raw_test = raw.predict_graphs(val), raw.predict_graphs(test)
-    report = calibrate(copy, plots=True)
-    y_val, y_test = split_targets(val, raw.heads), split_targets(test, raw.heads)
-    for head in ("formation_energy", "stress", "forces"):
-        hp = raw_val.heads[head]
-        s = np.sqrt(np.mean(((hp.mean - y_val[head]) / hp.std) ** 2))
-        assert report.scales[head] == pytest.approx(s, rel=1e-9)
-        t = raw_test.heads[head]
-        expect = calibration_metrics(y_test[head], t.mean, t.std * s)
-        assert report.after[head].coverage_95 == expect.coverage_95
+    y_val, y_test = split_targets(val, predictor.heads), split_targets(test, predictor.heads)
+    pred_test, pred_val = predictor.predict_graphs(test), predictor.predict_graphs(val)
+    for head, model in report.models.items():
+        hp = pred_test.heads[head]
+        expect = calibration_metrics(y_test[head], hp.mean, hp.std)
         assert report.after[head].nll == pytest.approx(expect.nll)
-    assert read_manifest(copy).calibration == report.scales
-    scaled = EnsemblePredictor(copy).predict_graphs(test)
-    for head, s in report.scales.items():
-        np.testing.assert_allclose(scaled.heads[head].std, raw_test.heads[head].std * s, rtol=1e-12)
-        np.testing.assert_allclose(scaled.heads[head].mean, raw_test.heads[head].mean)
+        assert report.after[head].coverage_95 == expect.coverage_95
+        np.testing.assert_allclose(sum(p ** 2 for p in hp.parts.values()), hp.std ** 2, rtol=1e-9)
+        assert model.distance_limit is not None and model.weights.keys() <= {"epistemic", "aleatoric", "distance"}
+        # the fitted weights are a minimum of the validation NLL: scaling them up or down is worse
+        vp = pred_val.heads[head]
+        base = calibration_metrics(y_val[head], vp.mean, vp.std).nll
+        for factor in (0.7, 1.4):
+            scaled = {h: m.model_copy(update={"weights": {k: w * factor for k, w in m.weights.items()}})
+                      for h, m in report.models.items()}
+            other = predictor.combine(predictor.observe(val), scaled).heads[head]
+            assert calibration_metrics(y_val[head], other.mean, other.std).nll > base - 1e-9
+    assert pred_test.in_domain is not None and pred_test.in_domain.mean() >= 0.8
     assert len(report.plots) == 6
     for png in report.plots:
         assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((copy / "calibration" / "calibration.json").read_text())
-    assert stored["scales"] == report.scales and set(stored["after"]) == set(report.scales)
+    assert set(stored["models"]) == set(report.models) and stored["fit_split"] == "valset"
+    # the array file is checked like the checkpoints
+    (copy / "uncertainty.npz").write_bytes((copy / "uncertainty.npz").read_bytes()[:-10])
+    with pytest.raises(EnsembleIntegrityError, match="checksum mismatch for uncertainty.npz"):
+        read_manifest(copy)

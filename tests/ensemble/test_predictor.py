@@ -8,6 +8,7 @@ import shutil
 
 import ase.io
 import numpy as np
+import pytest
 from ase import Atoms
 from ase.build import bulk
 from torch_geometric.data import Batch
@@ -173,10 +174,12 @@ def test_shared_edge_work_gives_the_same_predictions_and_computes_geometry_once(
     plain = EnsemblePredictor(out, batch_size=7)
     a = run_members(fused.members, graphs, cutoff=5.0, batch_size=7)
     b = run_members(plain.members, graphs, cutoff=5.0, batch_size=7, share_edge_work=False)
-    for pa, pb in zip(a, b):
+    for oa, ob in zip(a, b):
+        pa, pb = oa.preds, ob.preds
         assert sorted(pa) == sorted(pb)
         for key in pa:
             np.testing.assert_allclose(pa[key], pb[key], rtol=1e-5, atol=1e-5 * max(np.abs(pb[key]).max(), 1e-12))
+        np.testing.assert_allclose(oa.features, ob.features, rtol=1e-4, atol=1e-4 * np.abs(ob.features).max())
     geometric = [m for m in fused.members if isinstance(m.loaded.model.geometry, SharedGeometry)]
     types = sorted(m.loaded.spec.mpnn_type for m in geometric)
     assert types == ["CGCNN", "SchNet"]  # GIN has no geometry to share
@@ -196,5 +199,29 @@ def test_shared_edge_work_gives_the_same_predictions_and_computes_geometry_once(
     own = geometric[0].loaded.predict(batch)
     assert len(calls) == 1 and geometric[0].loaded.model.geometry.work is None
     member = MemberModel(0, 1.0, geometric[0].loaded, 5.0)
-    again = run_members([member], graphs[:4], cutoff=5.0)[0]
+    again = run_members([member], graphs[:4], cutoff=5.0)[0].preds
     np.testing.assert_allclose(again["formation_energy"], own["formation_energy"].double().numpy(), rtol=1e-6)
+
+
+def test_predict_csv_reports_the_domain_and_the_terms(direct_ensemble, tmp_path, capsys):
+    from ensemble import calibrate
+    from hydragnn_ensemble.cli import main
+
+    ens = tmp_path / "ens"
+    shutil.copytree(direct_ensemble, ens)
+    calibrate(ens, plots=False)
+    inside = _alloys()[:2]
+    vacancy = _alloys()[2]
+    del vacancy[4]
+    ase.io.write(tmp_path / "s.extxyz", inside + [vacancy])
+    assert main(["predict", str(ens), str(tmp_path / "s.extxyz"), "-o", str(tmp_path / "p.csv"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 of 3 outside the ensemble's applicability domain" in printed
+    rows = list(csv.DictReader((tmp_path / "p.csv").open()))
+    assert [r["in_domain"] for r in rows] == ["yes", "yes", "no"]
+    assert rows[2]["domain_reasons"].startswith("15 of 31 atom(s) with neighbour shells outside")
+    for row in rows:
+        parts = [float(row[f"formation_energy_{t}_std"]) for t in ("epistemic", "aleatoric", "distance", "domain")]
+        assert float(row["formation_energy_std"]) == pytest.approx(np.sqrt(np.sum(np.square(parts))), rel=1e-4)
+        assert float(row["latent_distance"]) > 0
+    assert float(rows[2]["formation_energy_domain_std"]) > 0 == float(rows[0]["formation_energy_domain_std"])

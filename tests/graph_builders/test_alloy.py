@@ -13,6 +13,9 @@ from ase.units import GPa
 
 from graph_builders.datasets.alloy import (
     ALLOY_HEADS,
+    RANDOM_ONLY,
+    StructureMix,
+    ordered_phase,
     AlloyConfigError,
     FastEMT,
     composition_name,
@@ -71,7 +74,8 @@ def test_emt_forces_sum_to_zero_and_labels_are_plausible(dataset):
     for graph in dataset.graphs:
         total = graph.y_forces.double().sum(dim=0)
         assert float(total.abs().max()) < 1e-4  # Newton's third law (float32 storage)
-        assert float(graph.y_forces.abs().max()) > 1e-3  # rattled: forces are not all zero
+        if graph.kind == "random":
+            assert float(graph.y_forces.abs().max()) > 1e-3  # rattled: forces are not all zero
     energies = torch.cat([g.y_formation_energy for g in dataset.graphs])[:, 0]
     assert float(energies.abs().max()) < 1.0  # eV/atom: EMT mixing energies are small
 
@@ -106,7 +110,7 @@ def test_fast_emt_equals_emt_on_a_strained_cell():
 def test_pure_element_at_equilibrium_has_zero_formation_energy():
     pure = make_alloy_dataset(
         num_structures=2, elements=("Ni",), components=(1, 1), sizes=(32,), strain=0.0,
-        rattle=0.0, seed=1, progress=False,
+        rattle=0.0, seed=1, progress=False, mix=RANDOM_ONLY,
     )
     ref = emt_reference("Ni")
     for graph in pure.graphs:
@@ -119,14 +123,15 @@ def test_pure_element_at_equilibrium_has_zero_formation_energy():
 
 @pytest.mark.parametrize("components", [(2, 3), (4, 5)])
 def test_component_range_is_respected(components):
-    structures, _ = generate_alloy_structures(40, components=components, sizes=(32,), seed=3)
+    structures, _ = generate_alloy_structures(40, components=components, sizes=(32,), seed=3, mix=RANDOM_ONLY)
     counts = [len(set(a.get_chemical_symbols())) for a in structures]
     assert set(counts) == set(range(components[0], components[1] + 1))
 
 
 def test_vegard_lattice_constant_for_an_unstrained_binary():
     structures, refs = generate_alloy_structures(
-        1, elements=("Cu", "Au"), components=(2, 2), sizes=(108,), strain=0.0, rattle=0.0, seed=0
+        1, elements=("Cu", "Au"), components=(2, 2), sizes=(108,), strain=0.0, rattle=0.0, seed=0,
+        mix=RANDOM_ONLY,
     )
     atoms = structures[0]
     parts = _components(composition_name(atoms.get_chemical_symbols()))
@@ -157,3 +162,36 @@ def test_bad_configuration_raises(kwargs, message):
     with pytest.raises(AlloyConfigError) as info:
         make_alloy_dataset(num_structures=1, progress=False, **kwargs)
     assert message in str(info.value)
+
+
+def test_structure_mix_gives_ideal_relaxed_and_ordered_cells():
+    """The default mix (60/10/15/15) also holds ideal lattices, EMT-relaxed cells and ordered
+    phases: the cells users ask about most."""
+    data = make_alloy_dataset(num_structures=60, components=(2, 3), sizes=(32,), seed=5, progress=False)
+    kinds = [g.kind for g in data.graphs]
+    assert {k: kinds.count(k) for k in sorted(set(kinds))} == {"ideal": 8, "ordered": 8, "random": 34,
+                                                              "relaxed": 10}  # seed 5 of 60/10/15/15
+    assert data.metadata["structure_mix"] == "random=0.6,ideal=0.1,relaxed=0.15,ordered=0.15"
+    for graph in data.graphs:
+        forces = float(graph.y_forces.abs().max())
+        if graph.kind == "ordered":
+            assert forces < 1e-6 and int(graph.num_components) in (1, 2)  # no forces by symmetry
+        elif graph.kind == "relaxed":
+            assert forces < 0.08  # relaxed to fmax 0.05 eV/Å (at most 40 steps)
+        elif graph.kind == "ideal":
+            cell = graph.cell[0].double()
+            frac = torch.linalg.solve(cell.T, graph.pos.double().T).T * 4  # quarter lattice units
+            assert float((frac - frac.round()).abs().max()) < 1e-5  # on the perfect lattice
+    pure = [g for g in data.graphs if g.kind == "ordered" and int(g.num_components) == 1]
+    assert pure and all(abs(float(g.y_formation_energy)) < 1e-4 for g in pure)
+
+
+def test_ordered_prototypes_have_their_stoichiometry():
+    refs = {s: emt_reference(s) for s in ("Cu", "Au")}
+    l12 = ordered_phase("L1_2", ("Cu", "Au"), refs, (2, 2, 2))
+    assert composition_name(l12.get_chemical_symbols()) == "Au8Cu24"
+    l10 = ordered_phase("L1_0", ("Cu", "Au"), refs, (2, 2, 2), relax=False)
+    z_of = {round(float(z), 6): sym for z, sym in zip(l10.positions[:, 2], l10.get_chemical_symbols())}
+    assert sorted(set(z_of.values())) == ["Au", "Cu"] and len(z_of) == 4  # alternating (001) layers
+    with pytest.raises(AlloyConfigError, match="structure fractions must be >= 0 and sum to 1"):
+        StructureMix(random=0.5)

@@ -72,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
     prediction = predictor.predict_graphs([item.graph for item in items])
     write_predictions_csv(items, prediction, args.output)
     print(f"{len(items)} structure(s) predicted by {predictor.num_members} member(s) -> {args.output}")
+    if prediction.in_domain is not None and not prediction.in_domain.all():
+        outside = [k for k, inside in enumerate(prediction.in_domain) if not inside]
+        print(f"{len(outside)} of {len(items)} outside the ensemble's applicability domain (in_domain = no; "
+              "their std includes the out-of-domain term):")
+        for k in outside[:10]:
+            print(f"  {items[k].source}[{items[k].index}] {items[k].name}: {'; '.join(prediction.reasons[k])}")
+        if len(outside) > 10:
+            print(f"  ... and {len(outside) - 10} more (all in the CSV's domain_reasons)")
     if args.forces_out is not None:
         written = write_node_extxyz(items, prediction, args.forces_out)
         if written is None:

@@ -20,9 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl, trials/)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="ensemble directory to write")
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="ensemble size / greedy picks (default 5)")
-    parser.add_argument("--method", choices=("topk", "greedy", "greedy-per-head"), default="topk",
+    parser.add_argument("--method", choices=("topk", "greedy", "greedy-per-head", "diverse"), default="topk",
                         help="topk: best K by objective; greedy: Caruana selection on validation predictions; "
-                             "greedy-per-head: Caruana per head (own weights per head, at most K members)")
+                             "greedy-per-head: Caruana per head (own weights per head, at most K members); "
+                             "diverse: K members whose errors differ (lowest validation NLL of their spread)")
     parser.add_argument("--rounds", type=int, default=None, metavar="R",
                         help="greedy-per-head: picks per head (default K; weights are multiples of 1/R)")
     parser.add_argument("--bags", type=int, default=1, metavar="B",
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", type=Path, default=None,
                         help="dataset for greedy selection and calibration (default: the campaign's)")
     parser.add_argument("--calibrate", action="store_true",
-                        help="fit per-head std scales on the valset, report test-set calibration")
+                        help="fit the uncertainty model (latent distances and input domain on the trainset, "
+                             "term weights on the valset), report the testset")
     parser.add_argument("--no-plots", action="store_true", help="with --calibrate: no PNG plots")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--force", action="store_true",
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                                progress=not args.no_progress)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
-        print(f"\ncalibration (scales fitted on {report.fit_split}, metrics on {report.eval_split}):")
+        print(f"\nuncertainty (fitted on the trainset and {report.fit_split}, metrics on {report.eval_split}):")
         print(report.format_table())
         if report.plots:
             print(f"plots in {args.output / 'calibration'}")

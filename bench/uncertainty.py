@@ -1,0 +1,377 @@
+"""Uncertainty benchmark: does the ensemble's std know when it is wrong, in and out of distribution?
+
+Trains candidate members with the REAL trainer (``train_trial``, two worker processes) on binary
+and ternary alloys of the demo generator (the default mix of random, ideal, relaxed and ordered
+cells) of five elements (Cu, Ni, Pd, Ag, Au), records them as a campaign directory, and compares in
+one run three ensembles of K members, each with the same calibration pipeline of ``select``:
+
+* ``plain``: the top K by validation objective, std = ensemble spread x one scale (what existed);
+* ``seed``: K seeds of the best configuration (the classic deep ensemble), same uncertainty model;
+* ``ours``: members chosen for diverse errors (``--method diverse``) with the distance-aware,
+  calibrated uncertainty model (:mod:`ensemble.uncertainty`) and the applicability domain.
+
+Test sets: held-out binaries/ternaries (``in_distribution``: the dataset's test split plus as many
+new structures of the same generator) and the shifts of
+:mod:`graph_builders.datasets.alloy_shifts` (other lattices, vacancies, surfaces, compression,
+shear, more components, unseen elements Pt and Al); none of them is used to fit anything: every
+fitted quantity (distance models, calibration) sees the training and validation splits only.
+
+Per set and ensemble: MAE, RMSE, mean std, RMSE and std relative to in distribution, 68/95%
+coverage, ZMS (mean squared z-score), NLL, in-domain fraction; pooled: Spearman(|err|, std),
+AUROC of the std for errors > 3x the in-distribution MAE, miscalibration area; plus the cost of
+the distance term relative to the ensemble's forward pass.
+
+    python -m bench.uncertainty [--workdir DIR] [--train 600] [--epochs 20] [--json out.json]
+
+``--workdir`` keeps the data and the trained members between runs (they are the slow part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_ELEMENTS = ("Cu", "Ni", "Pd", "Ag", "Au")
+UNSEEN_ELEMENTS = ("Pt", "Al")
+SHIFT_SETS = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "sheared", "more_components",
+              "unseen_elements")
+HEAD = "formation_energy"
+
+MT, HD, NL = "NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim", \
+    "NeuralNetwork.Architecture.num_conv_layers"
+LR, SEED = "NeuralNetwork.Training.Optimizer.learning_rate", "NeuralNetwork.Training.seed"
+BS = "NeuralNetwork.Training.batch_size"
+SEARCH_KEYS = (MT, HD, NL, LR, BS, SEED)
+#: diverse candidates, as a search would give: (mpnn_type, hidden_dim, layers, learning rate, batch, seed)
+CANDIDATES: list[tuple] = [
+    ("SchNet", 48, 3, 0.003, 16, 0), ("GIN", 64, 3, 0.003, 16, 0), ("CGCNN", 48, 3, 0.003, 16, 0),
+    ("SchNet", 32, 2, 0.005, 32, 1), ("GIN", 48, 2, 0.005, 16, 1), ("PNA", 32, 2, 0.003, 16, 0),
+    ("EGNN", 32, 2, 0.003, 16, 0), ("CGCNN", 32, 2, 0.005, 32, 1), ("GIN", 32, 3, 0.002, 32, 2),
+    ("SchNet", 64, 2, 0.002, 16, 2),
+]
+SEED_BASE = 100  # the seed-only ensemble: seeds 100, 101, ... of the best candidate
+
+
+@dataclass
+class Sets:
+    """The training dataset file and the test sets (lists of labelled graphs) by name."""
+
+    store: Path
+    tests: dict[str, list]
+
+
+def _label(atoms_list: list, refs: dict, cutoff: float) -> list:
+    from graph_builders.atomic import AtomicGraphBuilder
+    from graph_builders.datasets.alloy import label_alloy
+
+    build = AtomicGraphBuilder(cutoff=cutoff)
+    return [build(a, targets=label_alloy(a, refs), name=a.get_chemical_formula()) for a in atoms_list]
+
+
+def make_training_store(workdir: Path, n_train: int) -> Path:
+    """The benchmark's training dataset (built once into ``workdir``)."""
+    from graph_builders.datasets.alloy import make_alloy_dataset
+    from graph_builders.store import write_dataset
+
+    store = workdir / "train.bp"
+    if not store.exists():
+        data = make_alloy_dataset(n_train, TRAIN_ELEMENTS, (2, 3), sizes=(32, 48), seed=21, progress=False)
+        write_dataset(store, data.graphs, data.heads, metadata=data.metadata, seed=21)
+    return store
+
+
+def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
+    """The test sets for an ensemble trained on ``store`` (an alloy dataset: its metadata says the
+    elements and components): new structures of the same generator plus the store's own test split
+    (``in_distribution``), and every shift of :data:`SHIFT_SETS` that the training allows (no
+    ``unseen_elements`` when the training used every EMT metal). Built once into ``tests_path``."""
+    from graph_builders.datasets.alloy import EMT_FCC_METALS, emt_reference, make_alloy_dataset
+    from graph_builders.datasets.alloy_shifts import make_shift
+    from graph_builders.store import GraphStore, write_dataset
+
+    with GraphStore(store) as s:
+        meta = s.metadata
+        own_tests = [s.get("testset", i) for i in range(s.num_graphs("testset"))]
+    elements = tuple(str(meta["elements"]).split(","))
+    components = (int(meta["components_min"]), int(meta["components_max"]))
+    sizes = tuple(int(x) for x in str(meta["sizes"]).split(","))
+    unseen = tuple(e for e in EMT_FCC_METALS if e not in elements)
+    shifts = [sh for sh in SHIFT_SETS if (sh != "unseen_elements" or unseen)
+              and (sh != "more_components" or components[1] < len(elements))]
+    if not tests_path.exists():
+        refs = {e: emt_reference(e) for e in (*elements, *unseen)}
+        ind = make_alloy_dataset(n_test, elements, components, sizes=sizes, strain=float(meta["strain"]),
+                                 rattle=float(meta["rattle"]), seed=22, progress=False)
+        graphs, names = list(ind.graphs), ["in_distribution"] * len(ind.graphs)
+        for k, shift in enumerate(shifts):
+            labelled = _label(make_shift(shift, n_test, elements, components, unseen, seed=100 + k), refs,
+                              float(meta.get("cutoff", 5.0)))
+            for g in labelled:
+                g.kind = "shift"
+                g.num_components = torch.tensor([0])
+            graphs += labelled
+            names += [shift] * len(labelled)
+        for g, name in zip(graphs, names):
+            g.name = name  # the set each graph belongs to
+        write_dataset(tests_path, graphs, ind.heads, splits={"testset": list(range(len(graphs)))},
+                      metadata={"sets": ",".join(["in_distribution", *shifts])})
+    tests: dict[str, list] = {"in_distribution": own_tests}  # the store's test split: never fitted on
+    with GraphStore(tests_path) as s:
+        for i in range(s.num_graphs("testset")):
+            g = s.get("testset", i)
+            tests.setdefault(str(g.name), []).append(g)
+    return Sets(store, tests)
+
+
+def _train_one(job: tuple) -> tuple[int, str, float | None, float]:
+    trial_id, config_path, store, run_dir = job
+    torch.set_num_threads(1)
+    from hydragnn_ensemble.train import train_trial
+
+    t0 = time.perf_counter()
+    result = train_trial(config_path, store, run_dir, progress=False, device="cpu")
+    return trial_id, result.status, result.objective, time.perf_counter() - t0
+
+
+def train_campaign(store: Path, campaign: Path, configs: list[tuple], epochs: int, workers: int = 2) -> None:
+    """Train one trial per config with the real trainer (cached: a trial with a result.json is not
+    trained again) and record them as a campaign directory (journal, trials/<id>/)."""
+    from hpo.journal import Journal
+    from hpo.space import apply_params
+    from hydragnn_ensemble.result import TrialResult
+
+    base = json.loads((REPO / "examples" / "alloy" / "config.json").read_text())
+    base["NeuralNetwork"]["Training"].update(num_epoch=epochs, patience=epochs)
+    (campaign / "trials").mkdir(parents=True, exist_ok=True)
+    (campaign / "base_config.json").write_text(json.dumps(base, indent=2))
+    jobs, plans = [], []
+    for tid, values in enumerate(configs):
+        params = dict(zip(SEARCH_KEYS, values))
+        run_dir = campaign / "trials" / str(tid)
+        run_dir.mkdir(exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(apply_params(base, params), indent=2))
+        plans.append((tid, params))
+        if not (run_dir / "result.json").exists():
+            jobs.append((tid, run_dir / "config.json", store, run_dir))
+    if jobs:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for tid, status, objective, wall in pool.imap_unordered(_train_one, jobs):
+                print(f"  {campaign.name} trial {tid}: {status}, objective {objective}, {wall:.0f} s", flush=True)
+    journal_path = campaign / "journal.jsonl"
+    journal_path.unlink(missing_ok=True)
+    frozen = {"dataset": str(store), "objective": "objective", "search_space": {k: {} for k in SEARCH_KEYS}}
+    with Journal(journal_path) as journal:
+        journal.append({"event": "campaign_started", "campaign": frozen, "resume": False, "ranks": 1, "slots": 1})
+        for tid, params in plans:
+            result = TrialResult.read(campaign / "trials" / str(tid) / "result.json")
+            journal.append({"event": "trial_suggested", "trial_id": tid, "params": params, "attempt": 0})
+            journal.append({"event": "trial_started", "trial_id": tid, "attempt": 0, "slots": [0],
+                            "hosts": ["localhost"], "size": 1})
+            journal.append({"event": "trial_finished", "trial_id": tid, "attempt": 0, "result": result.to_dict()})
+
+
+def best_config(campaign: Path) -> tuple:
+    """The config of the trial with the best validation objective."""
+    from ensemble.campaign import read_campaign
+
+    best = read_campaign(campaign).ranked()[0]
+    return tuple(best.params[k] for k in SEARCH_KEYS)
+
+
+@dataclass
+class Variant:
+    """One ensemble of the comparison: its members and its uncertainty model."""
+
+    name: str
+    directory: Path
+    full_model: bool  # the distance-aware model (else: one std scale on the spread, as before)
+
+
+def build_variants(campaign: Path, seeds: Path, store: Path, work: Path, top_k: int) -> list[Variant]:
+    """The ensembles compared (see the module docstring), each calibrated on the valset."""
+    from ensemble.build import BuildOptions, build_ensemble
+    from ensemble.calibration import calibrate
+
+    out = []
+    for name, source, method in (("plain top-K", campaign, "topk"), ("ours: diverse", campaign, "diverse"),
+                                 ("greedy", campaign, "greedy"), ("seed-only", seeds, "topk")):
+        directory = work / name.split()[0].strip(":")
+        options = BuildOptions(top_k=top_k, method=method, candidates=len(CANDIDATES), dataset=store, overwrite=True)
+        build_ensemble(source, directory, options)
+        calibrate(directory, store, plots=False)
+        out.append(Variant(name, directory, name != "plain top-K"))
+    out.append(Variant("plain top-K + ours", work / "plain", True))
+    return out
+
+
+def _plain(observation):
+    """The observation as the ensemble saw it before: no input checks, no latent distances."""
+    from ensemble.combine import Observation
+
+    return Observation(observation.outputs, observation.node_ptr)
+
+
+def _scale_models(predictor, store: Path) -> dict:
+    """What existed before: one std scale per head on the members' spread, fitted on the valset."""
+    from ensemble.metrics import fit_std_scale
+    from ensemble.members import read_split, split_targets
+    from ensemble.uncertainty import HeadUncertainty
+
+    graphs = read_split(store, "valset")
+    raw = predictor.combine(_plain(predictor.observe(graphs)), {})
+    y = split_targets(graphs, predictor.heads)
+    return {h: HeadUncertainty.from_scale(fit_std_scale(y[h], raw.heads[h].mean, raw.heads[h].std))
+            for h in raw.heads if h in y}
+
+
+def _head_metrics(rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]]) -> dict:
+    """Per-set and pooled metrics of one head from {set: (targets, mean, std, in-domain fraction)}."""
+    from ensemble.metrics import auroc, calibration_metrics, miscalibration_area, spearman
+
+    per_set: dict[str, dict] = {}
+    for name, (y, mean, std, in_domain) in rows.items():
+        m = calibration_metrics(y, mean, std)
+        per_set[name] = {"mae": m.mae, "rmse": m.rmse, "mean_std": m.mean_std, "coverage_68": m.coverage_68,
+                         "coverage_95": m.coverage_95, "zms": m.zms, "nll": m.nll, "in_domain": in_domain,
+                         "n": m.n}
+    ref = per_set["in_distribution"]
+    for row in per_set.values():
+        row["rmse_ratio"] = row["rmse"] / ref["rmse"]
+        row["std_ratio"] = row["mean_std"] / ref["mean_std"]
+    y = np.concatenate([r[0].ravel() for r in rows.values()])
+    mean = np.concatenate([r[1].ravel() for r in rows.values()])
+    std = np.concatenate([r[2].ravel() for r in rows.values()])
+    err = np.abs(mean - y)
+    return {"sets": per_set, "auroc": auroc(std, err > 3 * ref["mae"]), "spearman": spearman(err, std),
+            "miscalibration_area": miscalibration_area(y, mean, std)}
+
+
+def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
+    """Metrics of one ensemble for the formation energy and the forces (per atom), plus the cost
+    of the distance term (input checks and latent distances) relative to the members' forward pass."""
+    from ensemble.members import split_targets
+    from ensemble.predictor import EnsemblePredictor
+
+    predictor = EnsemblePredictor(variant.directory)
+    models = predictor.models if variant.full_model else _scale_models(predictor, store)
+    rows: dict[str, dict] = {h: {} for h in (HEAD, "forces") if h in predictor.heads}
+    forward_s, term_s = [], []
+    for name, graphs in sets.tests.items():
+        t0 = time.perf_counter()
+        outputs = predictor.member_outputs(graphs)
+        t1 = time.perf_counter()
+        obs = predictor.observe(graphs, outputs)
+        t2 = time.perf_counter()
+        forward_s.append(t1 - t0)
+        term_s.append(t2 - t1)
+        pred = predictor.combine(obs if variant.full_model else _plain(obs), models)
+        targets = split_targets(graphs, predictor.heads)
+        for head in rows:
+            hp = pred.heads[head]
+            inside = hp.in_domain if variant.full_model else None
+            rows[head][name] = (targets[head], hp.mean, hp.std, None if inside is None else float(np.mean(inside)))
+    heads = {h: _head_metrics(r) for h, r in rows.items()}
+    graphs = sets.tests["in_distribution"]
+    targets = split_targets(graphs, predictor.heads)
+    for head, out in heads.items():  # the goal: the ensemble no worse than its best member, per head
+        maes = [float(np.mean(np.abs(p[head] - targets[head]))) for p in predictor.member_predictions(graphs)
+                if head in p]
+        out["best_member_mae_id"] = min(maes)
+    return {"heads": heads, "distance_cost": float(np.sum(term_s) / np.sum(forward_s)),
+            "members": {m.trial_id: round(m.weight, 3) for m in predictor.manifest.members}}
+
+
+def print_report(results: dict[str, dict]) -> None:
+    for name, r in results.items():
+        h = r["heads"][HEAD]
+        print(f"\n== {name}: members (trial: weight) {r['members']}")
+        print(f"{'set':<17}{'MAE':>8}{'RMSE':>8}{'std':>8}{'RMSE x':>8}{'std x':>7}{'cov68':>7}{'cov95':>7}"
+              f"{'ZMS':>8}{'NLL':>8}{'in dom':>7}  formation energy, meV/atom")
+        for s, m in h["sets"].items():
+            dom = "-" if m["in_domain"] is None else f"{m['in_domain']:.2f}"
+            print(f"{s:<17}{1e3 * m['mae']:>8.1f}{1e3 * m['rmse']:>8.1f}{1e3 * m['mean_std']:>8.1f}"
+                  f"{m['rmse_ratio']:>8.1f}{m['std_ratio']:>7.1f}{m['coverage_68']:>7.2f}{m['coverage_95']:>7.2f}"
+                  f"{m['zms']:>8.2f}{m['nll']:>8.2f}{dom:>7}")
+        print(f"pooled: AUROC (errors > 3x the ID MAE) {h['auroc']:.3f}, Spearman(|err|, std) {h['spearman']:.3f}, "
+              f"miscalibration area {h['miscalibration_area']:.3f}; ID MAE ensemble / best member "
+              f"{h['sets']['in_distribution']['mae'] / h['best_member_mae_id']:.3f}; distance term cost "
+              f"{100 * r['distance_cost']:.1f}% of the members' forward pass")
+        f = r["heads"].get("forces")
+        if f is None:
+            continue
+        cells = "  ".join(f"{s} {m['rmse_ratio']:.1f}/{m['std_ratio']:.1f}/{m['coverage_95']:.2f}"
+                          for s, m in f["sets"].items())
+        print(f"forces per atom (RMSE x / std x / cov95): {cells}; AUROC {f['auroc']:.3f}, "
+              f"ID ZMS {f['sets']['in_distribution']['zms']:.2f}")
+
+
+def evaluate_existing(args: argparse.Namespace) -> int:
+    """``--ensemble DIR``: the same report for an ensemble trained elsewhere (its uncertainty model
+    against the members' plain spread times one scale, fitted on the same validation split)."""
+    from ensemble.manifest import read_manifest
+
+    t_start = time.perf_counter()
+    dataset = args.dataset or Path(read_manifest(args.ensemble).dataset)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        sets = make_test_sets(dataset, Path(tmpdir) / "tests.bp", args.test)
+        print(f"{args.ensemble}: trained on {dataset}; {args.test} structures per shifted set", flush=True)
+        results = {f"{name}": evaluate(Variant(name, args.ensemble, full), sets, dataset)
+                   for name, full in (("plain spread x scale", False), ("ours", True))}
+    print_report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(f"total {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="uncertainty benchmark (in and out of distribution)")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep data and members here (reused)")
+    parser.add_argument("--train", type=int, default=600, help="training structures (80/10/10 split)")
+    parser.add_argument("--test", type=int, default=60, help="structures per test set")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--ensemble", type=Path, default=None,
+                        help="evaluate this (calibrated) ensemble instead, e.g. make demo's demo_out/ensemble")
+    parser.add_argument("--dataset", type=Path, default=None, help="with --ensemble: its training dataset "
+                                                                   "(default: the manifest's)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(REPO))
+    t_start = time.perf_counter()
+    if args.ensemble is not None:
+        return evaluate_existing(args)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        work = args.workdir or Path(tmpdir)
+        work.mkdir(parents=True, exist_ok=True)
+        print(f"data: {args.train} binaries/ternaries of {','.join(TRAIN_ELEMENTS)}; {args.test} per test set",
+              flush=True)
+        sets = make_test_sets(make_training_store(work, args.train), work / "tests.bp", args.test)
+        print(f"training {len(CANDIDATES)} candidates and {args.top_k} seeds of the best ({args.epochs} epochs):",
+              flush=True)
+        train_campaign(sets.store, work / "campaign", CANDIDATES, args.epochs)
+        best = best_config(work / "campaign")
+        seeds = [(*best[:5], SEED_BASE + s) for s in range(args.top_k)]
+        train_campaign(sets.store, work / "seeds", seeds, args.epochs)
+        variants = build_variants(work / "campaign", work / "seeds", sets.store, work / "ensembles", args.top_k)
+        results = {v.name: evaluate(v, sets, sets.store) for v in variants}
+    print_report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(f"total {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""Running the members: one batch per chunk of graphs for all of them, predictions and features.
+
+Each input graph is built once, at the largest member radius, and batched once; all members read
+the same batch. A member with a smaller radius sees a view of the batch without the edges longer
+than its radius. With ``share_edge_work`` the edge vectors and radial geometry of each batch view
+are computed once for all members with the same radius and basis (:mod:`ensemble._shared`).
+Besides its predictions, every member hands back its node features (the trunk's layer outputs,
+``HydraModel.forward_with_embedding``): what the latent distance (:mod:`ensemble.latent`) reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Batch, Data
+
+from graph_builders.schema import HeadRegistry, edge_vectors
+from ensemble._shared import EdgeWork, active_work, inference_context, share_geometry
+
+#: Graph fields a model reads; everything else (targets, names) is dropped before batching.
+INPUT_FIELDS: tuple[str, ...] = ("x", "z", "pos", "edge_index", "edge_attr", "edge_shift", "cell", "pbc")
+VARIANCE_SUFFIX = "__var"
+RADIUS_TOLERANCE = 1e-6
+
+
+class PredictionError(ValueError):
+    """Inputs the ensemble cannot predict (wrong features, missing fields); names the input."""
+
+
+@dataclass
+class MemberModel:
+    """One loaded member: its trial id, weight, model (a ``LoadedModel``), radius and device."""
+
+    trial_id: int
+    weight: float
+    loaded: Any  # hydragnn_ensemble.train.LoadedModel
+    radius: float
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def head_names(self) -> list[str]:
+        return list(self.loaded.heads.names)
+
+    @property
+    def potential_mode(self) -> bool:
+        """Forces/stress by autograd: the member needs gradients at prediction time."""
+        return self.loaded.spec.energy_head is not None
+
+
+@dataclass
+class MemberOutputs:
+    """One member's predictions (``{head or head__var: [rows, dim]}``) and node features ``[N, D]``."""
+
+    preds: dict[str, np.ndarray]
+    features: np.ndarray
+
+
+def slim_graph(graph: Data) -> Data:
+    """A shallow copy of ``graph`` with only the model inputs (:data:`INPUT_FIELDS`)."""
+    out = Data()
+    for key in INPUT_FIELDS:
+        value = getattr(graph, key, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def mask_long_edges(batch: Batch, radius: float, lengths: torch.Tensor) -> Batch:
+    """A shallow copy of ``batch`` without the edges longer than ``radius``."""
+    keep = lengths <= radius + RADIUS_TOLERANCE
+    view = copy.copy(batch)
+    view.edge_index = batch.edge_index[:, keep]
+    for key in ("edge_attr", "edge_shift"):
+        value = getattr(batch, key, None)
+        if value is not None:
+            view[key] = value[keep]
+    return view
+
+
+def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutoff: float,
+                batch_size: int = 32, progress: bool = False, desc: str = "ensemble",
+                share_edge_work: bool = True) -> list[MemberOutputs]:
+    """Predictions and node features of each member for ``graphs``.
+
+    Graphs are batched once per chunk of ``batch_size``; the batch is moved once to each device
+    and, for members with a smaller radius than ``cutoff``, masked once per radius. With
+    ``share_edge_work`` the edge vectors and radial geometry of each batch view are computed once
+    for all members with the same radius and basis (:mod:`ensemble._shared`). Direct-head members
+    run under ``torch.inference_mode`` (potential-mode members need autograd for their forces)."""
+    out: list[dict[str, list[np.ndarray]]] = [{} for _ in members]
+    features: list[list[np.ndarray]] = [[] for _ in members]
+    shared = [share_geometry(m.loaded.model) if share_edge_work else None for m in members]
+    starts = range(0, len(graphs), batch_size)
+    if progress:
+        from tqdm import tqdm
+
+        starts = tqdm(starts, desc=desc, unit="batch")
+    for start in starts:
+        chunk = [slim_graph(graphs[i]) for i in range(start, min(start + batch_size, len(graphs)))]
+        batch = Batch.from_data_list(chunk)
+        on_device: dict[torch.device, Batch] = {}
+        masked: dict[tuple[torch.device, float], Batch] = {}
+        work: dict[int, EdgeWork] = {}  # one per batch view (by id of the view)
+        for k, member in enumerate(members):
+            dev = member.device
+            if dev not in on_device:
+                on_device[dev] = batch.to(dev)
+            view = on_device[dev]
+            if member.radius < cutoff - RADIUS_TOLERANCE:
+                key = (dev, member.radius)
+                if key not in masked:
+                    with torch.no_grad():
+                        lengths = edge_vectors(view).norm(dim=1)
+                    masked[key] = mask_long_edges(view, member.radius, lengths)
+                view = masked[key]
+            view_work = work.setdefault(id(view), EdgeWork(view))
+            try:
+                with active_work(shared[k], view_work), inference_context(member.potential_mode):
+                    pred, node_features = member.loaded.predict_with_embedding(view)
+            except (RuntimeError, IndexError, ValueError) as exc:
+                raise PredictionError(
+                    f"member trial {member.trial_id} cannot predict graphs {start}..{start + len(chunk) - 1}: "
+                    f"{type(exc).__name__}: {exc}") from exc
+            for name, value in pred.items():
+                out[k].setdefault(name, []).append(value.detach().to("cpu", torch.float64).numpy())
+            features[k].append(node_features.to("cpu", torch.float32).numpy())
+    return [MemberOutputs({name: np.concatenate(parts, axis=0) for name, parts in d.items()},
+                          np.concatenate(f, axis=0) if f else np.zeros((0, 0), dtype=np.float32))
+            for d, f in zip(out, features)]
+
+
+def node_offsets(graphs: Sequence[Data]) -> np.ndarray:
+    """``[0, n_0, n_0 + n_1, ...]``: where each graph's nodes start in node-head rows."""
+    counts = np.fromiter((g.num_nodes for g in graphs), dtype=np.int64, count=len(graphs))
+    return np.concatenate([[0], np.cumsum(counts)])
+
+
+def read_split(dataset: str | os.PathLike, split: str) -> list[Data]:
+    """All graphs of ``split`` of the ADIOS2 dataset ``dataset``."""
+    from graph_builders.store import GraphStore
+
+    path = Path(dataset)
+    if not path.exists():
+        raise PredictionError(f"{path}: dataset file does not exist")
+    with GraphStore(path) as store:
+        if split not in store.split_names:
+            raise PredictionError(f"{path}: no split {split!r}; the file has {store.split_names}")
+        return [store.get(split, i) for i in range(store.num_graphs(split))]
+
+
+def split_targets(graphs: Sequence[Data], heads: HeadRegistry) -> dict[str, np.ndarray]:
+    """``{head: [rows, dim]}`` targets of ``graphs`` for the heads they carry."""
+    out: dict[str, np.ndarray] = {}
+    for head in heads:
+        if all(getattr(g, head.key, None) is not None for g in graphs):
+            out[head.name] = np.concatenate(
+                [getattr(g, head.key).to(torch.float64).numpy() for g in graphs], axis=0)
+    return out

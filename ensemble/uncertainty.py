@@ -1,0 +1,227 @@
+"""One calibrated predictive std per head, from terms whose weights are fitted on the validation split.
+
+For a head, every row (a graph for graph heads, a node for node heads) gets
+
+    std(x)^2 = sum_t  w_t * v_t(x)
+
+over the terms below (:class:`UncertaintyTerm`), with weights ``w_t >= 0`` minimising the Gaussian
+negative log-likelihood of the validation split's errors (never the test or shifted sets). The
+terms stay visible in every prediction: ``epistemic`` + ``aleatoric`` is the law of total variance
+of the members' mixture; ``distance`` is what the members cannot see by disagreeing; ``domain`` is
+not fitted but a rule for inputs outside the training inputs.
+
+* :class:`EpistemicTerm`: the members' weighted spread around the mean;
+* :class:`AleatoricTerm`: the members' own predicted variance (Gaussian-NLL members);
+  both are trusted at the training data's distances and inflated beyond them: times
+  ``max(1, d(x))^2`` for a latent distance ``d`` (a rule, so that a spread that explains the
+  validation errors well is not the only thing standing far from the data);
+* :class:`DistanceTerm`: ``mse_val * max(1, d(x))^2``, with ``d`` the member-weighted latent
+  distance (:mod:`ensemble.latent`, about 1 in distribution): the error level of the validation
+  data within the training data's typical distances (an input identical to a training input
+  still has the model's training error, not none), growing linearly with the distance beyond;
+* :class:`OutOfDomainTerm` (weight fixed at 1): for rows outside the applicability domain (an
+  unseen element, a feature or a neighbour shell outside the training range (:mod:`ensemble.domain`),
+  or a latent distance beyond ``distance_limit``, the 99th percentile of the validation rows'),
+  ``var_train * (1 + e(x))^2`` with ``var_train`` the variance of the head's training targets and
+  ``e`` the neighbours beyond the training envelope per atom: without data, the prediction is
+  worth no more than the spread of the targets, and less the further out it lies.
+
+An input is *in domain* when it passes the input checks and its latent distance is within the
+limit.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.optimize import minimize
+
+MIN_VARIANCE = 1e-24
+DISTANCE_LIMIT_QUANTILE = 0.99
+
+
+@dataclass
+class TermInputs:
+    """What the terms of one head read, per row: ``[rows, dim]`` variances, ``[rows]`` the rest."""
+
+    epistemic_var: np.ndarray
+    aleatoric_var: np.ndarray | None
+    distance: np.ndarray | None  # latent distance (None: no latent reference stored)
+    excess: np.ndarray | None  # neighbours beyond the training envelope per atom
+    outside: np.ndarray | None  # bool: failed an input check (element, feature, shells)
+
+
+class UncertaintyTerm(ABC):
+    """One source of predictive variance of a head.
+
+    Contract: :attr:`name` is unique and appears in outputs as ``<head>_<name>_std``;
+    :meth:`variance` maps the head's :class:`TermInputs` to a non-negative ``[rows, dim]`` array in
+    the head's unit squared (before its weight), or None when the term does not apply to these
+    inputs; a term with ``fitted = False`` enters with weight 1, otherwise its weight is fitted on
+    the validation split."""
+
+    name: str = ""
+    fitted: bool = True
+
+    @abstractmethod
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        """The term's variance per row and component, or None."""
+
+
+def distance_inflation(inputs: TermInputs) -> np.ndarray:
+    """``max(1, d)^2`` per row as a column (1 without latent distances)."""
+    if inputs.distance is None:
+        return np.ones((len(inputs.epistemic_var), 1))
+    return np.maximum(inputs.distance, 1.0)[:, None] ** 2
+
+
+class EpistemicTerm(UncertaintyTerm):
+    """The members' weighted spread around the ensemble mean, inflated beyond the training distances."""
+
+    name = "epistemic"
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        return inputs.epistemic_var * distance_inflation(inputs)
+
+
+class AleatoricTerm(UncertaintyTerm):
+    """The members' predicted variance (Gaussian-NLL members), inflated like the spread."""
+
+    name = "aleatoric"
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        if inputs.aleatoric_var is None:
+            return None
+        return inputs.aleatoric_var * distance_inflation(inputs)
+
+
+class DistanceTerm(UncertaintyTerm):
+    """``mse_val * max(1, d)^2``: the validation error level, growing linearly with the latent
+    distance beyond the training data's typical distance (see the module docstring)."""
+
+    name = "distance"
+
+    def __init__(self, unit_variance: Sequence[float]) -> None:
+        self.unit_variance = np.asarray(unit_variance, dtype=np.float64)
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        if inputs.distance is None:
+            return None
+        return distance_inflation(inputs) * self.unit_variance[None, :]
+
+
+class OutOfDomainTerm(UncertaintyTerm):
+    """``var_train * (1 + e)^2`` on rows outside the domain, 0 elsewhere (a rule: weight 1)."""
+
+    name = "domain"
+    fitted = False
+
+    def __init__(self, prior_variance: Sequence[float], distance_limit: float | None) -> None:
+        self.prior_variance = np.asarray(prior_variance, dtype=np.float64)
+        self.distance_limit = distance_limit
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        outside = outside_domain(inputs, self.distance_limit)
+        if outside is None:
+            return None
+        excess = np.zeros(len(outside)) if inputs.excess is None else inputs.excess
+        grow = np.where(outside, (1.0 + excess) ** 2, 0.0)
+        return grow[:, None] * self.prior_variance[None, :]
+
+
+def outside_domain(inputs: TermInputs, distance_limit: float | None) -> np.ndarray | None:
+    """Rows outside the applicability domain: failed input checks, or latent distance beyond the
+    limit; None when neither is known."""
+    beyond = None if inputs.distance is None or distance_limit is None else inputs.distance > distance_limit
+    if inputs.outside is None:
+        return beyond
+    return inputs.outside if beyond is None else inputs.outside | beyond
+
+
+class HeadUncertainty(BaseModel):
+    """The fitted uncertainty model of one head, as stored in the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[str, float]  # term name -> weight (fitted terms; rules are not listed)
+    distance_unit_variance: list[float] = Field(default_factory=list)  # per component
+    prior_variance: list[float] = Field(default_factory=list)  # per component
+    distance_limit: float | None = None  # beyond: out of domain
+
+    def terms(self) -> list[UncertaintyTerm]:
+        out: list[UncertaintyTerm] = [EpistemicTerm(), AleatoricTerm()]
+        if self.distance_unit_variance:
+            out.append(DistanceTerm(self.distance_unit_variance))
+        if self.prior_variance:
+            out.append(OutOfDomainTerm(self.prior_variance, self.distance_limit))
+        return out
+
+    @classmethod
+    def from_scale(cls, scale: float) -> "HeadUncertainty":
+        """An ensemble calibrated by one std scale (manifests before the uncertainty model)."""
+        return cls(weights={"epistemic": scale * scale, "aleatoric": scale * scale})
+
+
+@dataclass
+class HeadStd:
+    """A head's calibrated std and each term's share (``sqrt(w_t v_t)``), ``[rows, dim]`` each."""
+
+    std: np.ndarray
+    parts: dict[str, np.ndarray]
+
+
+def combine_terms(model: HeadUncertainty, inputs: TermInputs) -> HeadStd:
+    """The std of ``model`` for ``inputs`` (see the module docstring)."""
+    total = np.zeros_like(inputs.epistemic_var, dtype=np.float64)
+    parts: dict[str, np.ndarray] = {}
+    for term in model.terms():
+        v = term.variance(inputs)
+        if v is None:
+            continue
+        weight = model.weights.get(term.name, 0.0) if term.fitted else 1.0
+        part = weight * v
+        parts[term.name] = np.sqrt(part)
+        total = total + part
+    return HeadStd(np.sqrt(np.maximum(total, MIN_VARIANCE)), parts)
+
+
+def _nll(variance: np.ndarray, err: np.ndarray) -> float:
+    v = np.maximum(variance, MIN_VARIANCE)
+    return float(np.mean(0.5 * np.log(2 * math.pi * v) + 0.5 * err * err / v))
+
+
+def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None) -> HeadUncertainty:
+    """Weights minimising the validation NLL of ``errors`` ([rows, dim], prediction - target).
+
+    ``train_targets`` ([rows, dim], the training split's) give the out-of-domain term's variance;
+    None leaves that term out. The distance term is used when ``inputs.distance`` is given."""
+    errors = np.asarray(errors, dtype=np.float64)
+    mse = np.maximum(np.mean(errors * errors, axis=0), MIN_VARIANCE)
+    limit = None if inputs.distance is None else float(np.quantile(inputs.distance, DISTANCE_LIMIT_QUANTILE))
+    draft = HeadUncertainty(
+        weights={},
+        distance_unit_variance=mse.tolist() if inputs.distance is not None else [],
+        prior_variance=(np.var(train_targets, axis=0).tolist() if train_targets is not None else []),
+        distance_limit=limit,
+    )
+    fitted = [t for t in draft.terms() if t.fitted and t.variance(inputs) is not None
+              and float(np.max(t.variance(inputs))) > 0]
+    fixed = sum((t.variance(inputs) for t in draft.terms() if not t.fitted and t.variance(inputs) is not None),
+                np.zeros_like(errors))
+    if not fitted:
+        raise ValueError("no uncertainty term has any variance on the validation split (one member, no "
+                         "variance head, no latent reference): nothing to calibrate")
+    variances = [t.variance(inputs) for t in fitted]
+
+    def loss(log_w: np.ndarray) -> float:
+        return _nll(sum(np.exp(lw) * v for lw, v in zip(log_w, variances)) + fixed, errors)
+
+    starts = [np.zeros(len(fitted)), np.full(len(fitted), -2.0), np.full(len(fitted), 2.0)]
+    best = min((minimize(loss, x0, method="L-BFGS-B", bounds=[(-30.0, 30.0)] * len(fitted)) for x0 in starts),
+               key=lambda r: r.fun)
+    return draft.model_copy(update={"weights": {t.name: float(np.exp(w)) for t, w in zip(fitted, best.x)}})

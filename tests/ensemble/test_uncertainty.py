@@ -1,0 +1,125 @@
+"""The uncertainty model's parts on known data: term weights recovered by the validation fit, the
+input domain's checks on real structures, latent distances, diverse selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ase.build import bulk, fcc111
+
+from ensemble import (
+    HeadUncertainty,
+    InputDomain,
+    LatentReference,
+    diverse_selection,
+    fit_head,
+)
+from ensemble.uncertainty import TermInputs, combine_terms
+from graph_builders.atomic import atoms_to_graph
+from graph_builders.datasets.alloy import generate_alloy_structures
+
+
+def _inputs(n: int, spread: np.ndarray, distance: np.ndarray | None = None, outside=None, excess=None):
+    return TermInputs(spread[:, None] ** 2, None, distance, excess, outside)
+
+
+def test_fit_recovers_the_factor_of_an_overconfident_spread():
+    rng = np.random.default_rng(0)
+    spread = rng.uniform(0.5, 2.0, 20000)
+    errors = (rng.normal(size=20000) * 3.0 * spread)[:, None]  # the spread is 3x too small
+    model = fit_head(_inputs(20000, spread), errors, None)
+    assert model.weights == {"epistemic": pytest.approx(9.0, rel=0.03)}
+    std = combine_terms(model, _inputs(5, np.ones(5))).std
+    np.testing.assert_allclose(std, 3.0, rtol=0.02)
+
+
+def test_fit_finds_a_distance_driven_error_and_the_parts_add_up():
+    rng = np.random.default_rng(1)
+    n = 20000
+    spread = np.full(n, 1e-3)  # members agree...
+    distance = rng.uniform(0.5, 3.0, n)  # ...but the error grows with the latent distance beyond 1
+    errors = (rng.normal(size=n) * 0.1 * np.maximum(distance, 1.0))[:, None]
+    model = fit_head(_inputs(n, spread, distance), errors, None)
+    unit = float(np.mean(errors ** 2))
+    assert model.weights["distance"] * unit == pytest.approx(0.01, rel=0.05)
+    assert model.weights["epistemic"] < 1.0  # the spread explains nothing
+    assert model.distance_limit == pytest.approx(np.quantile(distance, 0.99))
+    far = combine_terms(model, _inputs(3, np.full(3, 1e-3), np.array([0.0, 1.0, 10.0])))
+    assert far.std[2, 0] / far.std[1, 0] == pytest.approx(10.0, rel=0.01)
+    assert far.std[0, 0] == pytest.approx(far.std[1, 0])  # a training input keeps the error level
+    np.testing.assert_allclose(sum(p ** 2 for p in far.parts.values()), far.std ** 2)
+
+
+def test_out_of_domain_rule_and_old_std_scales():
+    model = HeadUncertainty(weights={"epistemic": 4.0}, prior_variance=[0.25], distance_limit=2.0)
+    inputs = _inputs(4, np.ones(4), distance=np.array([1.0, 3.0, 1.0, 1.0]),
+                     outside=np.array([False, False, True, True]), excess=np.array([0.0, 0.0, 0.0, 3.0]))
+    out = combine_terms(model, inputs)
+    # in: 2 x spread; beyond the latent limit: spread inflated by d=3 and the prior (0.5 x (1 + 0));
+    # failed input checks: + 0.5 x (1 + excess)
+    np.testing.assert_allclose(out.std[:, 0], np.sqrt([4.0, 36.0 + 0.25, 4.0 + 0.25, 4.0 + 4.0]))
+    np.testing.assert_allclose(out.parts["domain"][:, 0], [0.0, 0.5, 0.5, 2.0])
+    old = HeadUncertainty.from_scale(1.5)
+    np.testing.assert_allclose(combine_terms(old, _inputs(3, np.ones(3))).std, 1.5)
+
+
+def _fcc_training_graphs(n: int = 30) -> list:
+    structures, _ = generate_alloy_structures(n, elements=("Cu", "Ni", "Au"), components=(2, 3), sizes=(32,),
+                                              seed=3)
+    return [atoms_to_graph(a, cutoff=5.0) for a in structures]
+
+
+def test_input_domain_flags_vacancies_surfaces_other_lattices_and_new_elements():
+    domain = InputDomain.fit(_fcc_training_graphs(), 5.0)
+    assert domain.elements == [28, 29, 79] and domain.shell_low[0] == domain.shell_high[0] == 12
+    cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(2)
+    new_mix = cu.copy()
+    new_mix.symbols[::3] = "Ni"
+    vacancy = cu.copy()
+    del vacancy[5]
+    slab = fcc111("Cu", size=(3, 4, 5), a=3.61, vacuum=10.0, orthogonal=True)
+    bcc = bulk("Cu", "bcc", a=2.87, cubic=True).repeat(3)
+    platinum = cu.copy()
+    platinum.symbols[0] = "Pt"
+    graphs = [atoms_to_graph(a, cutoff=5.0) for a in (new_mix, vacancy, slab, bcc, platinum)]
+    check = domain.check(graphs)
+    assert check.reasons[0] == []  # a new composition of the same lattice is inside
+    assert "15 of 31 atom(s) with neighbour shells outside the training envelope" in check.reasons[1][0]
+    assert "atom(s) with neighbour shells outside the training envelope" in check.reasons[2][0]
+    assert check.reasons[3] and check.reasons[4] == ["element(s) Pt not in the training data"]
+    ptr = np.cumsum([0] + [g.num_nodes for g in graphs])
+    excess = check.graph_excess(ptr)
+    assert excess[0] == 0 and 0 < excess[1] < excess[2] < excess[3]
+    assert check.node_unknown[ptr[4]] and not check.node_unknown[ptr[4] + 1:].any()
+
+
+def test_latent_distance_is_one_inside_and_grows_outside():
+    rng = np.random.default_rng(2)
+    nodes_per_graph, graphs = 20, 200
+    features = rng.normal(size=(nodes_per_graph * graphs, 16))
+    z = rng.choice([28, 29], size=len(features))
+    index = np.repeat(np.arange(graphs), nodes_per_graph)
+    ref = LatentReference.fit(features, z, index, graphs)
+    new = rng.normal(size=(nodes_per_graph * 10, 16))
+    near = ref.distances(new, rng.choice([28, 29], size=len(new)), np.repeat(np.arange(10), nodes_per_graph), 10)
+    assert 0.7 < np.median(near.node) < 1.3 and 0.5 < np.median(near.graph) < 2.0
+    far = ref.distances(new + 6.0, rng.choice([28, 29], size=len(new)), np.repeat(np.arange(10), nodes_per_graph), 10)
+    assert np.median(far.node) > 3 * np.median(near.node) and np.min(far.graph) > 3 * np.max(near.graph)
+    again = LatentReference.from_arrays(ref.to_arrays("m/"), "m/")
+    np.testing.assert_array_equal(again.distances(new, np.full(len(new), 29), np.zeros(len(new), int), 1).node,
+                                  ref.distances(new, np.full(len(new), 29), np.zeros(len(new), int), 1).node)
+
+
+def test_diverse_selection_prefers_members_whose_errors_differ():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=(400, 1))
+    noise = rng.normal(size=(400, 1)) * 0.3
+    best = y + noise
+    near_copy = best + rng.normal(size=(400, 1)) * 0.02  # a seed of the same model: the same errors
+    different = y + rng.normal(size=(400, 1)) * 0.35  # errors of about the same size, elsewhere
+    preds = {"e": np.stack([best, near_copy, different])}
+    chosen = diverse_selection(preds, {"e": y}, k=4, candidate_ids=[10, 11, 12])
+    # the first pick is one of the two copies (lowest error); the second is the model that errs
+    # elsewhere, where ranking by error would take the other copy
+    assert chosen.trial_ids[0] in (10, 11) and chosen.trial_ids[1] == 12
+    assert sum(chosen.weights) == pytest.approx(1.0)
