@@ -132,7 +132,8 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
     mpiexec_s = time.perf_counter() - t_launch
     s = json.loads(summary_path.read_text())
     per_rank = [json.loads(Path(f"{summary_path}.cpu{r}").read_text()) for r in range(ranks)]
-    from hpo.journal import CampaignState, read_journal
+    from hpo.journal import read_journal
+    from hpo.state import CampaignState
 
     state = CampaignState.replay(read_journal(tmp / "out" / "journal.jsonl").events)
     assert state.num_completed == trials, f"{state.num_completed} of {trials} trials completed"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hpo.journal import CampaignState, Journal, read_journal
+from hpo.journal import Journal, read_journal
+from hpo.state import CampaignState
 from hpo.optimizers import make_optimizer
 from hpo.space import SearchSpace
 

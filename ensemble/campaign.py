@@ -25,13 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpo.objective import STATUSES_WITH_OBJECTIVE, objective_value
+from hpo.campaign_reader import CampaignReadError, read_campaign_dir
+from hpo.objective import objective_value
 from hydragnn_ensemble.path_guard import PathGuardError, contained_path
-from hydragnn_ensemble.result import TrialResult
-
-
-class CampaignReadError(ValueError):
-    """A campaign directory that cannot be read (missing, no trials, unreadable journal)."""
+from hydragnn_ensemble.result import STATUSES_WITH_OBJECTIVE, TrialResult
+from hydragnn_ensemble.run_dir import RunDir
 
 
 @dataclass
@@ -63,7 +61,7 @@ class CampaignTrial:
 
     @property
     def config_path(self) -> Path:
-        return self.run_dir / "config.json"
+        return RunDir(self.run_dir).config
 
     def config_dict(self) -> dict[str, Any]:
         """The trial's own HydraGNN config (``trials/<id>/config.json``)."""
@@ -109,71 +107,25 @@ class CampaignInfo:
         return out
 
 
-def _journal_state(root: Path):
-    from hpo.journal import CampaignState, read_events
-
-    journal = root / "journal.jsonl"
-    if not journal.exists():
-        return None
-    try:
-        return CampaignState.replay(read_events(journal))
-    except ValueError as exc:
-        raise CampaignReadError(f"{journal}: cannot replay the journal: {exc}") from exc
-
-
-def _frozen_campaign(root: Path) -> dict[str, Any]:
-    path = root / "campaign.yaml"
-    if not path.exists():
-        return {}
-    from hpo.campaign import load_frozen_dict
-
-    try:
-        return load_frozen_dict(root)
-    except ValueError as exc:
-        raise CampaignReadError(str(exc)) from exc
-
-
-def _trial_ids(root: Path, state) -> list[int]:
-    ids: set[int] = set(state.trials) if state is not None else set()
-    trials_dir = root / "trials"
-    if trials_dir.is_dir():
-        ids.update(int(p.name) for p in trials_dir.iterdir() if p.is_dir() and p.name.isdigit())
-    return sorted(ids)
-
-
-# The statuses with an objective (completed, and timeout: best epoch within the budget).
-MEMBER_STATUSES: tuple[str, ...] = STATUSES_WITH_OBJECTIVE
-
-
 def _objective(result: TrialResult, key: str) -> float | None:
     """The campaign objective of a completed (or timed-out) trial's result."""
-    return objective_value(result.to_dict(), key)
+    return objective_value(result, key)
 
 
 def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
     """Read every trial of ``campaign_dir`` and decide which are ensemble candidates."""
-    root = Path(campaign_dir)
-    if not root.is_dir():
-        raise CampaignReadError(f"{root}: campaign directory does not exist")
-    state = _journal_state(root)
-    frozen = _frozen_campaign(root)
-    if not frozen and state is not None and state.campaign:
-        frozen = dict(state.campaign)
-    objective_key = str(frozen.get("objective", "objective"))
-    dataset = Path(frozen["dataset"]) if frozen.get("dataset") else None
-    base_path = root / "base_config.json"
-    base_config = json.loads(base_path.read_text()) if base_path.exists() else None
+    record = read_campaign_dir(campaign_dir)
+    state, objective_key = record.state, record.objective_key
     trials: dict[int, CampaignTrial] = {}
-    for trial_id in _trial_ids(root, state):
-        record = state.trials.get(trial_id) if state is not None else None
-        run_dir = root / "trials" / str(trial_id)
-        trial = CampaignTrial(trial_id, run_dir, status="missing", objective=None,
-                              params=dict(record.params) if record is not None else {})
-        journal_status = record.status if record is not None else None
-        result_path = run_dir / "result.json"
-        if result_path.exists():
+    for trial_id in record.trial_ids():
+        journal = state.trials.get(trial_id) if state is not None else None
+        run = record.cdir.trial(trial_id)
+        trial = CampaignTrial(trial_id, run.root, status="missing", objective=None,
+                              params=dict(journal.params) if journal is not None else {})
+        journal_status = journal.status if journal is not None else None
+        if run.result.exists():
             try:
-                trial.result = TrialResult.read(result_path)
+                trial.result = TrialResult.read(run.result)
             except ValueError as exc:
                 trial.excluded_because = str(exc)
         trial.status = journal_status or (trial.result.status if trial.result else "missing")
@@ -181,11 +133,11 @@ def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
             trial.excluded_because = _exclusion(trial, journal_status, objective_key)
         if trial.excluded_because is None:
             trial.objective = _objective(trial.result, objective_key)
-        trial.reported_objective = _reported_objective(trial, record, objective_key)
+        trial.reported_objective = _reported_objective(trial, journal, objective_key)
         trials[trial_id] = trial
     if not trials:
-        raise CampaignReadError(f"{root}: no trials (neither trials/<id>/ directories nor a journal)")
-    return CampaignInfo(root, trials, dataset, objective_key, base_config)
+        raise CampaignReadError(f"{record.cdir.root}: no trials (neither trials/<id>/ directories nor a journal)")
+    return CampaignInfo(record.cdir.root, trials, record.dataset, objective_key, record.base_config)
 
 
 def _reported_objective(trial: CampaignTrial, record, objective_key: str) -> float | None:
@@ -193,19 +145,19 @@ def _reported_objective(trial: CampaignTrial, record, objective_key: str) -> flo
     from result.json only for a campaign without a journal record of the trial."""
     if record is not None:
         return None if record.objective is None else float(record.objective)
-    if trial.result is not None and trial.result.status in MEMBER_STATUSES:
+    if trial.result is not None and trial.result.status in STATUSES_WITH_OBJECTIVE:
         return _objective(trial.result, objective_key)
     return None
 
 
 def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str) -> str | None:
     """Why ``trial`` cannot be a member, or None."""
-    if journal_status is not None and journal_status not in MEMBER_STATUSES:
+    if journal_status is not None and journal_status not in STATUSES_WITH_OBJECTIVE:
         return f"journal status {journal_status}"
     result = trial.result
     if result is None:
         return "no result.json (unfinished)"
-    if result.status not in MEMBER_STATUSES:
+    if result.status not in STATUSES_WITH_OBJECTIVE:
         return f"status {result.status}" + (f": {result.failure_reason}" if result.failure_reason else "")
     if result.checkpoint is None:
         return f"status {result.status} without a checkpoint"

@@ -1,5 +1,6 @@
-"""Search spaces over HydraGNN config keys, optimizer backends behind one ask/tell interface, the
-candidate pool, the campaign file, the campaign journal and results table, and the report."""
+"""The campaign layer: the campaign file and directory (its one owner), the journal and the state
+folded from it, search spaces over HydraGNN config keys, optimizer backends behind one ask/tell
+interface, the candidate pool, the results table and the report."""
 
 from hpo.campaign import (
     CampaignChangedError,
@@ -13,15 +14,14 @@ from hpo.campaign import (
     load_frozen_dict,
     validate_campaign,
 )
+from hpo.campaign_dir import CampaignDir, CampaignDirError, CampaignLock
+from hpo.campaign_reader import CampaignReadError, CampaignRecord, read_campaign_dir
 from hpo.journal import (
-    AttemptRecord,
-    CampaignState,
     Journal,
     JournalContents,
     JournalCorruptError,
     JournalEventError,
     TornJournalLineWarning,
-    TrialRecord,
     read_events,
     read_journal,
 )
@@ -37,6 +37,7 @@ from hpo.optimizers import (
 from hpo.pool import CandidatePool
 from hpo.report import CampaignSummary, format_summary, load_state, summarize, write_report
 from hpo.results_table import write_results_csv
+from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.space import (
     ConfigPathError,
     SearchSpace,
@@ -47,6 +48,12 @@ from hpo.space import (
 
 __all__ = [
     "AttemptRecord",
+    "CampaignDir",
+    "CampaignDirError",
+    "CampaignLock",
+    "CampaignReadError",
+    "CampaignRecord",
+    "read_campaign_dir",
     "CampaignChangedError",
     "CampaignConfig",
     "CampaignConfigError",

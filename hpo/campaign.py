@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hpo.campaign_dir import FROZEN_BASE_CONFIG, FROZEN_CAMPAIGN, CampaignDir
 from hpo.objective import check_objective_key
 from hpo.optimizers import OptimizerOptionError, check_optimizer_options
 from hpo.space import ConfigPathError, SearchSpace, check_config_paths
@@ -36,7 +37,6 @@ __all__ = [
     "CampaignConfig",
     "CampaignConfigError",
     "OptimizerConfig",
-    "PLACEMENT_POLICIES",
     "ResourcesConfig",
     "check_unchanged",
     "freeze",
@@ -45,9 +45,14 @@ __all__ = [
     "validate_campaign",
 ]
 
-PLACEMENT_POLICIES: tuple[str, ...] = ("first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block")
-FROZEN_CAMPAIGN = "campaign.yaml"
-FROZEN_BASE_CONFIG = "base_config.json"
+# Campaign keys that may change between runs of one campaign (budgets and scheduling; the base
+# config's path, whose contents must still equal the frozen copy); everything else (dataset, search
+# space, objective, optimizer, seed, trial program) is frozen.
+RESUMABLE_KEYS: frozenset[str] = frozenset({
+    "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
+    "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
+    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb",
+})
 BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraGNN configs
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -108,7 +113,7 @@ class CampaignConfig(_Strict):
     failure_threshold: float = Field(0.5, gt=0, le=1)
     min_trials_for_threshold: int = Field(8, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    placement: Literal["first-fit", "load-aware", "fifo", "fifo-skip", "fixed-block"] = "load-aware"
+    placement: str = "load-aware"  # a name of scheduler.placement.registry (checked before launch)
     pool_factor: float = Field(2.0, ge=1)
     trial_program: str = BUILTIN_TRIAL_PROGRAM
     trial_launcher: Literal["fork-server", "exec"] = "fork-server"
@@ -308,20 +313,16 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def freeze(config: CampaignConfig, campaign_dir: str | os.PathLike) -> None:
     """Write ``campaign.yaml`` (frozen config) and ``base_config.json`` into ``campaign_dir``."""
-    campaign_dir = Path(campaign_dir)
-    campaign_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(
-        campaign_dir / FROZEN_CAMPAIGN, yaml.safe_dump(config.frozen_dict(), sort_keys=False)
-    )
-    _write_atomic(
-        campaign_dir / FROZEN_BASE_CONFIG, json.dumps(config.load_base_config(), indent=2) + "\n"
-    )
+    cdir = CampaignDir.at(campaign_dir)
+    cdir.root.mkdir(parents=True, exist_ok=True)
+    _write_atomic(cdir.campaign_yaml, yaml.safe_dump(config.frozen_dict(), sort_keys=False))
+    _write_atomic(cdir.base_config, json.dumps(config.load_base_config(), indent=2) + "\n")
 
 
 def load_frozen_dict(campaign_dir: str | os.PathLike) -> dict[str, Any]:
     """The frozen campaign of a campaign directory as plain data (no file checks, so it works on a
     copied directory)."""
-    path = Path(campaign_dir) / FROZEN_CAMPAIGN
+    path = CampaignDir.at(campaign_dir).campaign_yaml
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -355,7 +356,7 @@ def check_unchanged(
     allowed = set(allow)
     frozen = load_frozen_dict(campaign_dir)
     changed = [k for k in dict_differences(frozen, config.frozen_dict()) if k.split(".")[0] not in allowed]
-    frozen_base_path = campaign_dir / FROZEN_BASE_CONFIG
+    frozen_base_path = CampaignDir.at(campaign_dir).base_config
     try:
         frozen_base = json.loads(frozen_base_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:

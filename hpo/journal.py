@@ -4,10 +4,8 @@ Rank 0 is the single writer: every :meth:`Journal.append` writes one line, flush
 after a crash the journal holds every event whose ``append`` returned, plus at most one torn last
 line. :func:`read_journal` drops such a torn last line (and says so), also when it is valid JSON
 but not a complete event (a truncation that happened to end on a brace); a bad line or an
-incomplete event anywhere else is corruption and an error naming the line. :meth:`CampaignState.replay` turns the events into the
-campaign's state: finished trials (each exactly once, even if events were written twice), trials
-that were running when the campaign stopped (to be re-run), the next trial id, counts and the best
-objective. Events: see ``hpo._events.EVENT_FIELDS``.
+incomplete event anywhere else is corruption and an error naming the line. What the events mean (the campaign's state) is
+:mod:`hpo.state`'s job. Events: see ``hpo._events.EVENT_FIELDS``.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from hpo._events import EVENT_FIELDS, JournalEventError, check_event
-from hpo.objective import objective_value
 
 try:  # orjson is ~5x faster on the 100k-event replay; the stdlib is the fallback
     import orjson
@@ -42,19 +39,16 @@ except ImportError:  # pragma: no cover - orjson is installed here
     _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
 __all__ = [
-    "AttemptRecord",
-    "CampaignState",
     "Journal",
     "JournalContents",
     "JournalCorruptError",
     "JournalEventError",
     "TornJournalLineWarning",
-    "TrialRecord",
+    "collector_paused",
     "read_events",
     "read_journal",
 ]
 
-FINAL_STATUSES = ("completed", "diverged", "timeout", "failed")
 
 
 class JournalCorruptError(ValueError):
@@ -66,7 +60,7 @@ class TornJournalLineWarning(UserWarning):
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a journal is parsed or folded.
 
     Replaying 100,000 events allocates millions of acyclic objects; the collector would rescan them
@@ -125,7 +119,7 @@ def read_journal(path: str | os.PathLike) -> JournalContents:
     Raises :class:`JournalCorruptError` naming the line for a bad line that is not the last."""
     path = Path(path)
     data = path.read_bytes()
-    with _collector_paused():
+    with collector_paused():
         fast = _parse_all(data)
         if fast is not None:
             return JournalContents(fast)
@@ -284,285 +278,3 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(slots=True)
-class AttemptRecord:
-    """One run of a trial on some slots.
-
-    ``status`` is a final status (``completed``, ``diverged``, ``timeout``, ``failed``),
-    ``running`` (started, no end event yet) or ``interrupted`` (started, and the campaign was
-    restarted or the trial re-run before it ended)."""
-
-    attempt: int
-    start: float | None = None
-    end: float | None = None
-    slots: list[int] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    size: int = 0
-    status: str = "running"
-    reason: str | None = None
-    log_tail: str | None = None
-    result: dict | None = None
-    predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
-    retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
-
-    @property
-    def ended(self) -> bool:
-        return self.status in FINAL_STATUSES
-
-
-@dataclass(slots=True)
-class TrialRecord:
-    """Everything the journal says about one trial id."""
-
-    trial_id: int
-    params: dict[str, Any] = field(default_factory=dict)
-    suggested_time: float | None = None
-    attempts: dict[int, AttemptRecord] = field(default_factory=dict)
-    objective: float | None = None
-
-    @property
-    def last_attempt(self) -> AttemptRecord | None:
-        return self.attempts[max(self.attempts)] if self.attempts else None
-
-    @property
-    def status(self) -> str:
-        """The final status, ``running``, ``interrupted``, ``retrying`` (the last attempt failed and
-        the runtime decided to re-run it) or ``suggested`` (never started)."""
-        last = self.last_attempt
-        if last is None:
-            return "suggested"
-        return "retrying" if last.retry_size is not None else last.status
-
-    @property
-    def finished(self) -> bool:
-        last = self.last_attempt
-        return last is not None and last.ended and last.retry_size is None
-
-    @property
-    def result(self) -> dict | None:
-        last = self.last_attempt
-        return None if last is None else last.result
-
-    @property
-    def next_attempt(self) -> int:
-        """Attempt number for a re-run."""
-        return max(self.attempts) + 1 if self.attempts else 0
-
-    @property
-    def num_interrupted(self) -> int:
-        """Attempts cut short by a campaign stop (the last one included when it was running)."""
-        return sum(a.status in ("interrupted", "running") for a in self.attempts.values())
-
-
-@dataclass
-class CampaignState:
-    """The state of a campaign rebuilt from its journal (see :meth:`replay`)."""
-
-    trials: dict[int, TrialRecord] = field(default_factory=dict)
-    campaign: dict[str, Any] | None = None
-    objective_key: str = "objective"
-    start_time: float | None = None
-    last_time: float | None = None
-    segments: list[tuple[float, float, int]] = field(default_factory=list)
-    finished_reason: str | None = None
-    num_events: int = 0
-    num_duplicates: int = 0
-
-    # -- replay -----------------------------------------------------------------------------------
-    @classmethod
-    def replay(cls, events: Iterable[Mapping[str, Any]]) -> "CampaignState":
-        """Fold the events in order (see :meth:`_replay`), with the garbage collector paused."""
-        with _collector_paused():
-            return cls._replay(events)
-
-    @classmethod
-    def _replay(cls, events: Iterable[Mapping[str, Any]]) -> "CampaignState":
-        """Fold the events in order. Duplicated events (same event, trial id and attempt) are kept
-        once; an attempt left running when a later ``campaign_started`` comes becomes
-        ``interrupted``."""
-        state = cls()
-        trials = state.trials
-        segment: list[Any] | None = None  # [start, end, slots]
-        seen_terminal: set[tuple[int, int]] = set()
-        for index, event in enumerate(events):
-            name = event.get("event")
-            t = event.get("time")
-            if t is not None:
-                if state.start_time is None:
-                    state.start_time = t
-                state.last_time = t
-                if segment is not None and name != "campaign_started":
-                    segment[1] = t  # the segment lasts until its last event before a restart
-            state.num_events += 1
-            if name == "trial_started":
-                record = _trial(trials, event)
-                attempt = event["attempt"]
-                if attempt in record.attempts:
-                    state.num_duplicates += 1
-                    continue
-                for earlier in record.attempts.values():
-                    if earlier.status == "running":  # re-run without an end event: cut short
-                        earlier.status = "interrupted"
-                        earlier.end = t
-                slots = event.get("slots") or []
-                record.attempts[attempt] = AttemptRecord(
-                    attempt, start=t, slots=slots, hosts=event.get("hosts") or [],
-                    size=event.get("size") or len(slots),
-                    predicted_slot_s=event.get("predicted_slot_s"),
-                )
-            elif name in ("trial_finished", "trial_failed"):
-                key = (event["trial_id"], event["attempt"])
-                if key in seen_terminal:
-                    state.num_duplicates += 1
-                    continue
-                seen_terminal.add(key)
-                record = _trial(trials, event)
-                attempt = record.attempts.get(event["attempt"])
-                if attempt is None:  # end without a start (start event lost): keep the result
-                    attempt = record.attempts[event["attempt"]] = AttemptRecord(event["attempt"])
-                result = event.get("result")
-                attempt.end = t
-                if event.get("started_at") is not None:  # when its processes ran (agents' clocks)
-                    attempt.start = event["started_at"]
-                if event.get("ended_at") is not None:
-                    attempt.end = event["ended_at"]
-                attempt.result = result
-                if name == "trial_failed":
-                    attempt.status = "failed"
-                    attempt.reason = event.get("reason")
-                    attempt.log_tail = event.get("log_tail")
-                    if event.get("will_retry"):  # journals before retry_size: the same size
-                        attempt.retry_size = event.get("retry_size") or attempt.size or 1
-                else:
-                    attempt.status = (result or {}).get("status", "completed")
-                    attempt.reason = (result or {}).get("failure_reason")
-                if attempt.status not in FINAL_STATUSES:
-                    raise JournalEventError(
-                        f"journal event #{index + 1}: trial {event['trial_id']} has unknown status "
-                        f"{attempt.status!r}"
-                    )
-            elif name == "trial_suggested":
-                if event["trial_id"] in trials and trials[event["trial_id"]].params:
-                    state.num_duplicates += 1
-                    continue
-                record = _trial(trials, event)
-                record.params = event["params"]
-                record.suggested_time = t
-            elif name == "campaign_started":
-                for record in trials.values():
-                    for attempt in record.attempts.values():
-                        if attempt.status == "running":
-                            attempt.status = "interrupted"
-                            attempt.end = segment[1] if segment is not None else attempt.start
-                state.campaign = event.get("campaign")
-                state.objective_key = (state.campaign or {}).get("objective", "objective")
-                state.finished_reason = None
-                segment = [t, t, _num_slots(event.get("slots"))]
-                state.segments.append(segment)  # type: ignore[arg-type]
-            elif name == "campaign_finished":
-                state.finished_reason = event.get("reason")
-            else:
-                raise JournalEventError(
-                    f"journal event #{index + 1}: unknown event {name!r}; known: {sorted(EVENT_FIELDS)}"
-                )
-        state.segments = [tuple(s) for s in state.segments]  # type: ignore[misc]
-        for record in trials.values():
-            last = record.last_attempt
-            record.objective = (
-                objective_value(last.result, state.objective_key) if last and last.ended else None
-            )
-        return state
-
-    # -- views ------------------------------------------------------------------------------------
-    @property
-    def finished(self) -> list[TrialRecord]:
-        """Trials with a final status, by trial id (each exactly once)."""
-        return [r for _, r in sorted(self.trials.items()) if r.finished]
-
-    @property
-    def running_at_crash(self) -> list[TrialRecord]:
-        """Trials whose last attempt started and never ended (running or interrupted), or failed
-        with a re-run decided but not started (retrying): to re-run once each, as attempt
-        ``record.next_attempt``."""
-        return [
-            r for _, r in sorted(self.trials.items())
-            if r.status in ("running", "interrupted", "retrying")
-        ]
-
-    @property
-    def suggested_only(self) -> list[TrialRecord]:
-        """Trials suggested (in the candidate pool) but never started."""
-        return [r for _, r in sorted(self.trials.items()) if r.status == "suggested"]
-
-    @property
-    def next_trial_id(self) -> int:
-        return max(self.trials) + 1 if self.trials else 0
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Number of trials per status (final statuses, ``running``, ``interrupted``, ``retrying``,
-        ``suggested``)."""
-        out = {s: 0 for s in (*FINAL_STATUSES, "running", "interrupted", "retrying", "suggested")}
-        for record in self.trials.values():
-            out[record.status] += 1
-        return out
-
-    @property
-    def num_finished(self) -> int:
-        return sum(r.finished for r in self.trials.values())
-
-    @property
-    def num_completed(self) -> int:
-        """Finished trials with an objective (what the optimizer was told as a number)."""
-        return sum(r.finished and r.objective is not None for r in self.trials.values())
-
-    @property
-    def num_failed(self) -> int:
-        """Finished trials without an objective (told to the optimizer as failures)."""
-        return self.num_finished - self.num_completed
-
-    @property
-    def best_trial(self) -> TrialRecord | None:
-        best = None
-        for _, record in sorted(self.trials.items()):
-            if record.objective is not None and (best is None or record.objective < best.objective):
-                best = record
-        return best
-
-    @property
-    def best_objective(self) -> float | None:
-        best = self.best_trial
-        return None if best is None else best.objective
-
-    @property
-    def param_keys(self) -> list[str]:
-        """Search-space keys (from the campaign, else from the trials, in first-seen order)."""
-        space = (self.campaign or {}).get("search_space")
-        if space:
-            return list(space)
-        keys: dict[str, None] = {}
-        for _, record in sorted(self.trials.items()):
-            keys.update(dict.fromkeys(record.params))
-        return list(keys)
-
-    def history(self) -> list[tuple[dict[str, Any], float | None]]:
-        """``(params, objective or None)`` of every finished trial: what ``tell_past`` replays."""
-        return [(r.params, r.objective) for r in self.finished]
-
-
-def _trial(trials: dict[int, TrialRecord], event: Mapping[str, Any]) -> TrialRecord:
-    trial_id = event["trial_id"]
-    record = trials.get(trial_id)
-    if record is None:
-        record = trials[trial_id] = TrialRecord(trial_id)
-    return record
-
-
-def _num_slots(slots: Any) -> int:
-    if isinstance(slots, int):
-        return slots
-    if isinstance(slots, (list, tuple)):
-        return len(slots)
-    return 0

@@ -14,9 +14,10 @@ import math
 import re
 from typing import Any, Mapping
 
+from hydragnn_ensemble.result import STATUSES_WITH_OBJECTIVE, TrialResult
+
 __all__ = ["OBJECTIVE_PATTERN", "STATUSES_WITH_OBJECTIVE", "check_objective_key", "objective_value"]
 
-STATUSES_WITH_OBJECTIVE = ("completed", "timeout")
 OBJECTIVE_PATTERN = re.compile(r"^(objective|heads\.[^.\s]+\.(val_mae|val_rmse))$")
 
 
@@ -30,9 +31,12 @@ def check_objective_key(key: str) -> str:
     return key
 
 
-def objective_value(result: Mapping[str, Any] | None, key: str = "objective") -> float | None:
-    """The number to minimise from a result.json dict, or None (a failure: not completed or
-    timed out, missing, or not finite)."""
+def objective_value(result: TrialResult | Mapping[str, Any] | None, key: str = "objective") -> float | None:
+    """The number to minimise from a trial's result (or its result.json dict, as the journal holds
+    it), or None (a failure: not completed or timed out, missing, or not finite)."""
+    if isinstance(result, TrialResult):
+        result = {"status": result.status, "objective": result.objective,
+                  "heads": {name: vars(m) for name, m in result.heads.items()}}
     if not result or result.get("status") not in STATUSES_WITH_OBJECTIVE:
         return None
     if key == "objective":

@@ -12,14 +12,15 @@ copied to another machine, while the campaign runs or after it stopped:
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpo.journal import AttemptRecord, CampaignState, TrialRecord, read_journal
+from hpo.campaign_dir import CampaignDir
+from hpo.campaign_reader import read_campaign_dir
+from hpo.state import AttemptRecord, CampaignState, TrialRecord
 
 __all__ = [
     "CampaignSummary",
@@ -47,51 +48,11 @@ STATUS_COLOURS = {
 # -- loading ------------------------------------------------------------------------------------
 def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
     """The campaign state from ``journal.jsonl``, else from ``results.csv``."""
-    campaign_dir = Path(campaign_dir)
-    journal = campaign_dir / "journal.jsonl"
-    if journal.exists():
-        return CampaignState.replay(read_journal(journal).events)
-    results = campaign_dir / "results.csv"
-    if results.exists():
-        return _state_from_results_csv(results)
-    raise FileNotFoundError(f"{campaign_dir}: no journal.jsonl or results.csv (not a campaign directory?)")
-
-
-def _number(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _state_from_results_csv(path: Path) -> CampaignState:
-    state = CampaignState(start_time=0.0)
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        record = TrialRecord(int(row["job_id"]))
-        record.params = {k[2:]: _number(v) for k, v in row.items() if k.startswith("p:")}
-        attempt = AttemptRecord(
-            max(int(row.get("m:attempts") or 1) - 1, 0),
-            start=float(row["m:timestamp_start"]) if row.get("m:timestamp_start") else None,
-            end=float(row["m:timestamp_end"]) if row.get("m:timestamp_end") else None,
-            slots=[int(s) for s in (row.get("m:slots") or "").split(";") if s],
-            hosts=[h for h in (row.get("m:host") or "").split(";") if h],
-            size=int(row.get("m:size") or 0),
-            status=row.get("m:status") or "completed",
-            reason=row.get("m:failure_reason") or None,
-        )
-        record.attempts[attempt.attempt] = attempt
-        objective = row.get("objective", "")
-        record.objective = float(objective) if objective not in ("", "F") else None
-        state.trials[record.trial_id] = record
-    ends = [a.end or a.start or 0.0 for r in state.trials.values() for a in r.attempts.values()]
-    state.last_time = max(ends, default=0.0)
-    slots = [s for r in state.trials.values() for a in r.attempts.values() for s in a.slots]
-    state.segments = [(0.0, state.last_time, max(slots, default=-1) + 1)]
-    return state
+    record = read_campaign_dir(campaign_dir)
+    if record.state is None:
+        raise FileNotFoundError(f"{record.cdir.root}: no {record.cdir.journal.name} or "
+                                f"{record.cdir.results_csv.name} (not a campaign directory?)")
+    return record.state
 
 
 # -- summary ------------------------------------------------------------------------------------
@@ -372,7 +333,7 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
     """Summary text plus ``report/objective.png`` and ``report/gantt.png`` in ``campaign_dir``."""
     campaign_dir = Path(campaign_dir)
     state = load_state(campaign_dir)
-    out = campaign_dir / "report"
+    out = CampaignDir.at(campaign_dir).report
     out.mkdir(exist_ok=True)
     files = ReportFiles(format_summary(summarize(state, top)), out / "objective.png", out / "gantt.png")
     plot_objective(state, files.objective_png)

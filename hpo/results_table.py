@@ -25,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpo.journal import CampaignState, TrialRecord
+from hpo.state import AttemptRecord, CampaignState, TrialRecord
 
-__all__ = ["FAILURE_MARKER", "METADATA_COLUMNS", "results_rows", "write_results_csv"]
+__all__ = ["FAILURE_MARKER", "METADATA_COLUMNS", "results_rows", "state_from_results_csv", "write_results_csv"]
 
 FAILURE_MARKER = "F"
 METADATA_COLUMNS: tuple[str, ...] = (
@@ -118,3 +118,42 @@ def write_results_csv(state: CampaignState, path: str | os.PathLike) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _number(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def state_from_results_csv(path: str | os.PathLike) -> CampaignState:
+    """The campaign state a results.csv holds (for a directory without its journal): trials with
+    their last attempt, objective and timestamps relative to the first start."""
+    state = CampaignState(start_time=0.0)
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        record = TrialRecord(int(row["job_id"]))
+        record.params = {k[2:]: _number(v) for k, v in row.items() if k.startswith("p:")}
+        attempt = AttemptRecord(
+            max(int(row.get("m:attempts") or 1) - 1, 0),
+            start=float(row["m:timestamp_start"]) if row.get("m:timestamp_start") else None,
+            end=float(row["m:timestamp_end"]) if row.get("m:timestamp_end") else None,
+            slots=[int(s) for s in (row.get("m:slots") or "").split(";") if s],
+            hosts=[h for h in (row.get("m:host") or "").split(";") if h],
+            size=int(row.get("m:size") or 0),
+            status=row.get("m:status") or "completed",
+            reason=row.get("m:failure_reason") or None,
+        )
+        record.attempts[attempt.attempt] = attempt
+        objective = row.get("objective", "")
+        record.objective = float(objective) if objective not in ("", "F") else None
+        state.trials[record.trial_id] = record
+    ends = [a.end or a.start or 0.0 for r in state.trials.values() for a in r.attempts.values()]
+    state.last_time = max(ends, default=0.0)
+    slots = [s for r in state.trials.values() for a in r.attempts.values() for s in a.slots]
+    state.segments = [(0.0, state.last_time, max(slots, default=-1) + 1)]
+    return state

@@ -31,11 +31,28 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-TrialStatus = Literal["completed", "diverged", "timeout", "failed"]
-STATUSES: tuple[str, ...] = ("completed", "diverged", "timeout", "failed")
+
+class TrialStatus(str, Enum):
+    """How a trial attempt ended: the one definition every package uses (a ``str``: compares
+    equal to its value, ``"completed"`` etc., as read from result.json and the journal)."""
+
+    COMPLETED = "completed"
+    DIVERGED = "diverged"
+    TIMEOUT = "timeout"
+    FAILED = "failed"
+
+
+#: Every final status, in the order reports list them.
+STATUSES: tuple[str, ...] = tuple(s.value for s in TrialStatus)
+#: Statuses with an objective: completed, and timeout (the trainer keeps its best epoch so far).
+STATUSES_WITH_OBJECTIVE: tuple[str, ...] = (TrialStatus.COMPLETED.value, TrialStatus.TIMEOUT.value)
+#: The failure reason of a trial process killed by SIGKILL that it did not ask for (the kernel's
+#: out-of-memory killer, most often); a campaign retries such a trial once on more slots.
+OOM_REASON = "killed (SIGKILL, possibly out of memory)"
 MAX_RESULT_BYTES = 4 * 1024 * 1024  # a result.json larger than this is refused (the trial's failure)
 MAX_TEXT_CHARS = 20_000  # traceback / log_tail / failure_reason are cut to their last this many chars
 
@@ -66,7 +83,7 @@ class HeadMetrics:
 class TrialResult:
     """Everything a finished (or dead) trial reports. See the module docstring for the schema."""
 
-    status: TrialStatus
+    status: str  # a TrialStatus value
     objective: float | None = None
     heads: dict[str, HeadMetrics] = field(default_factory=dict)
     num_parameters: int | None = None

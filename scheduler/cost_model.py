@@ -82,11 +82,11 @@ class DatasetStats:
 class TrialFeatures:
     """The hyperparameters that set a trial's cost."""
 
-    mpnn_type: str = "GIN"
-    hidden_dim: int = 64
-    num_conv_layers: int = 3
-    batch_size: int = 32
-    num_epoch: int = 10
+    mpnn_type: str
+    hidden_dim: int
+    num_conv_layers: int
+    batch_size: int
+    num_epoch: int
     heads: int = 1
 
     def __post_init__(self) -> None:
@@ -99,24 +99,29 @@ class TrialFeatures:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TrialFeatures":
-        """From a HydraGNN config dict (``NeuralNetwork.Architecture`` / ``Training``); missing keys
-        take the defaults of this class."""
-        nn = config.get("NeuralNetwork", {}) if isinstance(config, Mapping) else {}
-        arch, train = nn.get("Architecture", {}) or {}, nn.get("Training", {}) or {}
-        heads = arch.get("output_heads")
-        num_heads = 1
-        if isinstance(heads, Mapping):
-            num_heads = max(1, sum(len(v) if isinstance(v, (list, tuple, Mapping)) else 1 for v in heads.values()))
+        """From a HydraGNN config dict. A key the config leaves out takes the HydraGNN schema's
+        default (what the trainer will use: ``num_epoch`` 100, ``batch_size`` 32), never one of
+        this class; the architecture keys the schema requires must be there. ``heads`` is the number
+        of ``Variables_of_interest.output_names`` (1 when a custom trial program's config names none)."""
+        from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
+
+        def value(key: str) -> Any:
+            return get_by_dotted_key(config, key)
+
         try:
+            try:
+                heads = max(1, len(value("NeuralNetwork.Variables_of_interest.output_names")))
+            except ConfigError:
+                heads = 1
             return cls(
-                mpnn_type=str(arch.get("mpnn_type", cls.mpnn_type)),
-                hidden_dim=int(arch.get("hidden_dim", cls.hidden_dim)),
-                num_conv_layers=int(arch.get("num_conv_layers", cls.num_conv_layers)),
-                batch_size=int(train.get("batch_size", cls.batch_size)),
-                num_epoch=int(train.get("num_epoch", cls.num_epoch)),
-                heads=num_heads,
+                mpnn_type=str(value("NeuralNetwork.Architecture.mpnn_type")),
+                hidden_dim=int(value("NeuralNetwork.Architecture.hidden_dim")),
+                num_conv_layers=int(value("NeuralNetwork.Architecture.num_conv_layers")),
+                batch_size=int(value("NeuralNetwork.Training.batch_size")),
+                num_epoch=int(value("NeuralNetwork.Training.num_epoch")),
+                heads=heads,
             )
-        except (TypeError, ValueError) as exc:
+        except (ConfigError, TypeError, ValueError) as exc:
             if isinstance(exc, CostModelError):
                 raise
             raise CostModelError(f"NeuralNetwork config: {exc}") from None

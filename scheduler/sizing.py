@@ -13,11 +13,13 @@ largest one is chosen and flagged.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from scheduler.cost_model import CostModel, CostModelError, DatasetStats, TrialFeatures
+from scheduler.placement.base import TrialRequest
 
 DEFAULT_STATS = DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0)  # unreadable dataset
 
@@ -108,7 +110,8 @@ class CostModelSizer:
     (``config_of``), sizes it with :class:`Sizer` and teaches the cost model finished trials.
 
     A config the cost model cannot read (no ``NeuralNetwork`` section, unknown ``mpnn_type``) gets the
-    smallest size and the running mean wall time of finished trials as its prediction.
+    smallest size and the running mean wall time of finished trials as its prediction. A trial's
+    features are computed once (when it is sized) and kept until it is observed.
     """
 
     def __init__(self, sizer: Sizer, config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]],
@@ -119,6 +122,7 @@ class CostModelSizer:
         self.notice: str | None = None  # e.g. why default dataset statistics are used
         self._sum = 0.0
         self._n = 0
+        self._known: dict[str, TrialFeatures | None] = {}  # params (JSON) -> features, until observed
 
     @property
     def sizes(self) -> list[int]:
@@ -128,11 +132,14 @@ class CostModelSizer:
     def cost_model(self) -> CostModel:
         return self.sizer.cost_model
 
-    def _features(self, params: Mapping[str, Any]) -> TrialFeatures | None:
-        try:
-            return TrialFeatures.from_config(self.config_of(params))
-        except CostModelError:
-            return None
+    def _features(self, params: Mapping[str, Any], forget: bool = False) -> TrialFeatures | None:
+        key = json.dumps(params, sort_keys=True, default=str)
+        if key not in self._known:
+            try:
+                self._known[key] = TrialFeatures.from_config(self.config_of(params))
+            except CostModelError:
+                self._known[key] = None
+        return self._known.pop(key) if forget else self._known[key]
 
     def choose(self, params: Mapping[str, Any]) -> SizedTrial:
         """Size, predicted seconds and the wider sizes (that fit memory) of a candidate; an
@@ -151,11 +158,11 @@ class CostModelSizer:
 
     def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
         """Learn from a finished trial (only successful ones with a positive wall time)."""
+        features = self._features(params, forget=True)
         if not ok or wall_time_s <= 0:
             return
         self._sum += wall_time_s
         self._n += 1
-        features = self._features(params)
         if features is not None:
             self.sizer.cost_model.update(features, slots, wall_time_s)
 
@@ -191,3 +198,37 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
     result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s)
     result.notice = notice
     return result
+
+
+class TrialSizer(Protocol):
+    """What the campaign loop asks about trial sizes (:class:`CostModelSizer` in the MPI runtime,
+    the workload's own sizes in the simulator)."""
+
+    def choose(self, params: dict[str, Any]) -> SizedTrial:
+        """Size, predicted seconds and wider sizes (moldable alternatives) of a candidate."""
+
+    def size(self, params: dict[str, Any]) -> tuple[int, float]:
+        """(slots, predicted seconds) for a candidate."""
+
+    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
+        """Learn from a finished trial."""
+
+    def larger_than(self, slots: int) -> int | None:
+        """The next usable size above ``slots`` (out-of-memory retry), or None."""
+
+
+MIN_MOLDABLE_S = 60.0  # trials predicted shorter than this at their own size are not widened
+
+
+def trial_request(trial_id: int, slots: int, sized: SizedTrial, submit_time: float,
+                  min_moldable_s: float = MIN_MOLDABLE_S) -> TrialRequest:
+    """The placement request of a trial attempt on ``slots`` slots: the predicted time at that size
+    and the sizer's wider sizes as moldable ``alternatives`` (a policy may start it at one of them;
+    the trial then runs on that many slots, see :meth:`scheduler.loop.TrialBook.schedule`).
+
+    A trial predicted to take less than ``min_moldable_s`` at ``slots`` stays rigid: starting more
+    processes and their torch.distributed rendezvous costs seconds, which the cost model does not
+    count and which would eat what a wider start saves on a short trial."""
+    seconds = sized.seconds_at(slots)
+    wider = tuple((n, sec) for n, sec in sized.alternatives if n > slots) if seconds >= min_moldable_s else ()
+    return TrialRequest(trial_id, slots, predicted_seconds=seconds, submit_time=submit_time, alternatives=wider)

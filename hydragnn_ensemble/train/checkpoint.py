@@ -24,13 +24,13 @@ from torch import Tensor, nn
 from graph_builders.schema import HeadRegistry
 from hydragnn_ensemble.config import HydraConfig, config_from_dict, config_to_model_spec
 from hydragnn_ensemble.model.spec import GraphHeadSpec, ModelSpec, NodeHeadSpec
+from hydragnn_ensemble.run_dir import CHECKPOINT_NAME
 from hydragnn_ensemble.train.losses import VARIANCE_SUFFIX
 from hydragnn_ensemble.train.data import standardise_x
 from hydragnn_ensemble.train.normalisation import HeadStats, Normaliser
 
 FORMAT = "hydragnn-ensemble-checkpoint"
 VERSION = 1
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
 class CheckpointError(ValueError):

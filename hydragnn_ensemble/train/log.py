@@ -7,7 +7,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-LOG_NAME = "train.log"
+from hydragnn_ensemble.run_dir import LOG_NAME
+
 
 
 class TrialLog:

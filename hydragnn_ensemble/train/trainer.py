@@ -42,7 +42,8 @@ from hydragnn_ensemble.config import (
 )
 from hydragnn_ensemble.result import HeadMetrics, TrialResult
 from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
-from hydragnn_ensemble.train.checkpoint import CHECKPOINT_NAME, save_checkpoint
+from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
+from hydragnn_ensemble.train.checkpoint import save_checkpoint
 from hydragnn_ensemble.train.data import (
     FieldSelection,
     GraphSource,
@@ -56,7 +57,6 @@ from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
 
-RESULT_NAME = "result.json"
 DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
 
 

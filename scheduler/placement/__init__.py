@@ -7,13 +7,15 @@ from scheduler.placement.load_aware import LoadAwarePolicy, Reservation
 from scheduler.placement.registry import (
     DEFAULT_POLICY,
     POLICY_FACTORIES,
-    POLICY_NAMES,
     UnknownPolicyError,
+    check_policy_name,
     make_policy,
+    policy_names,
+    register_policy,
 )
 
 __all__ = [
-    "DEFAULT_POLICY", "POLICY_FACTORIES", "POLICY_NAMES", "Decision", "FifoPolicy", "FifoSkipPolicy",
+    "DEFAULT_POLICY", "POLICY_FACTORIES", "Decision", "FifoPolicy", "FifoSkipPolicy",
     "FixedBlockPolicy", "LoadAwarePolicy", "PlacementPolicy", "Reservation",
-    "TrialRequest", "UnknownPolicyError", "make_policy",
+    "TrialRequest", "UnknownPolicyError", "check_policy_name", "make_policy", "policy_names", "register_policy",
 ]

@@ -1,5 +1,7 @@
-"""Placement policies by name: ``load-aware`` (default), ``fifo``, ``fifo-skip``, ``fixed-block``;
-``first-fit`` is another name of ``fifo-skip`` (arrival order, skipping what does not fit)."""
+"""Placement policies by name, the one registry: ``load-aware`` (default), ``fifo``, ``fifo-skip``,
+``fixed-block``; ``first-fit`` is another name of ``fifo-skip`` (arrival order, skipping what does
+not fit). The campaign's ``placement``, the simulator's ``--policy`` and the runtime all go through
+:func:`make_policy`; a module that adds a policy registers it with :func:`register_policy`."""
 
 from __future__ import annotations
 
@@ -18,17 +20,32 @@ POLICY_FACTORIES: dict[str, Callable[..., PlacementPolicy]] = {
     "fixed-block": FixedBlockPolicy,
     "first-fit": FifoSkipPolicy,
 }
-POLICY_NAMES: tuple[str, ...] = tuple(POLICY_FACTORIES)
 
 
 class UnknownPolicyError(ValueError):
     """A placement name no policy is registered under."""
 
 
+def policy_names() -> list[str]:
+    """The registered names, sorted."""
+    return sorted(POLICY_FACTORIES)
+
+
+def register_policy(name: str, factory: Callable[..., PlacementPolicy]) -> None:
+    """Make ``factory`` available as ``placement: <name>``."""
+    POLICY_FACTORIES[name] = factory
+
+
+def check_policy_name(name: str) -> str:
+    """``name`` if a policy is registered under it, else :class:`UnknownPolicyError`."""
+    if name not in POLICY_FACTORIES:
+        raise UnknownPolicyError(f"placement {name!r} is not available; choose one of {policy_names()}")
+    return name
+
+
 def make_policy(name: str = DEFAULT_POLICY, *, block_nodes: int = 1) -> PlacementPolicy:
     """A fresh policy; ``block_nodes`` is the block of ``fixed-block`` (ignored by the others)."""
-    if name not in POLICY_FACTORIES:
-        raise UnknownPolicyError(f"placement {name!r} is not available; choose one of {sorted(POLICY_FACTORIES)}")
-    if name == "fixed-block":
+    factory = POLICY_FACTORIES[check_policy_name(name)]
+    if factory is FixedBlockPolicy:
         return FixedBlockPolicy(block_nodes=block_nodes)
-    return POLICY_FACTORIES[name]()
+    return factory()

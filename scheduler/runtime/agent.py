@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 
+from scheduler.runtime.launchers import make_launcher
 from scheduler.runtime.messages import (
     TAG_EXITED,
     TAG_KILL,
@@ -43,7 +44,6 @@ from scheduler.runtime.trial_process import (
     GPU_VISIBILITY_VARS,
     TrialProcess,
     device_binding,
-    make_launcher,
     part_exited,
     write_config,
 )

@@ -23,28 +23,21 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_outside_inputs
+from scheduler.placement.registry import check_policy_name, make_policy
 from scheduler.runtime.agent import Agent, hello
-from scheduler.runtime.campaign_dir import (
-    RESUMABLE_KEYS,
-    CampaignDir,
-    CampaignDirError,
-    CampaignLock,
-    check_new,
-    check_outside_inputs,
-    check_resumable,
-)
 from scheduler.runtime.fork_server import default_preload
 from scheduler.runtime.layout import ClusterLayout, build_layout
 from scheduler.runtime.messages import LauncherSettings
-from scheduler.runtime.placement_registry import make_policy
 from scheduler.runtime.polling import wait_quietly
 from scheduler.runtime.progress import ProgressLine
-from scheduler.runtime.scheduler_rank import CampaignSummary, EarlierRuns, SchedulerRank, TrialSpec
+from scheduler.loop import TrialSpec
+from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
+from scheduler.runtime.transport import MpiTransport
 from scheduler.runtime.sizing import usable_sizes
 from scheduler.sizing import runtime_sizer
 
@@ -59,18 +52,13 @@ class CampaignSetupError(ValueError):
 @dataclass
 class _Setup:
     scheduler: SchedulerRank
-    lock: CampaignLock
-    journal: Any
+    session: Any  # hpo.session.CampaignSession
     notices: list[str]
 
 
 def default_campaign_dir(campaign_path: str | Path) -> Path:
     """``<cwd>/<campaign file stem>_campaign`` when no directory is given."""
     return Path.cwd() / f"{Path(campaign_path).stem}_campaign"
-
-
-def _run_index(events: list[dict]) -> int:
-    return sum(e.get("event") == "campaign_started" for e in events)
 
 
 def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: CampaignDir,
@@ -82,6 +70,7 @@ def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: Campaig
 
     # --dataset replaces the file's dataset before validation (which checks that it exists)
     cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
+    check_policy_name(cfg.placement)
     check_outside_inputs(cdir, [campaign_path, cfg.dataset, cfg.base_config])
     if not resume:
         check_new(cdir)  # before anything is written there (again under the lock in the set-up)
@@ -90,94 +79,51 @@ def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: Campaig
 
 def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
                  resume: bool, force_unlock: bool) -> _Setup:
-    from hpo.campaign import check_unchanged, freeze
-    from hpo.journal import CampaignState, Journal, read_journal
-    from hpo.optimizers import make_optimizer
-    from hpo.pool import CandidatePool
-    from hpo.results_table import write_results_csv
-    from hpo.space import apply_params
-    from scheduler.runtime.journal_writer import BackgroundJournal
+    """Open the campaign (:class:`hpo.session.CampaignSession`) and build the scheduler over it."""
+    from hpo.session import CampaignSession
 
-    notices: list[str] = []
-    cdir.root.mkdir(parents=True, exist_ok=True)
-    lock = CampaignLock(cdir.lock)
-    lock.acquire(force=force_unlock)
     try:
-        if lock.notice:
-            notices.append(lock.notice)
-        events: list[dict] = []
-        if resume:
-            check_resumable(cdir)
-            check_unchanged(cfg, cdir.root, allow=RESUMABLE_KEYS)
-            contents = read_journal(cdir.journal)
-            events = contents.events
-            if contents.torn_line is not None:
-                notices.append(f"{cdir.journal}: dropped a torn last line {contents.torn_line_number} "
-                               f"({len(contents.torn_line)} bytes) left by the crash")
-        else:
-            check_new(cdir)  # again under the lock: another start may have come in between
-        freeze(cfg, cdir.root)
-        cdir.trials.mkdir(exist_ok=True)
-        state = CampaignState.replay(events)
-
-        try:
-            sizes = usable_sizes(cfg.resources.slots_per_trial, layout.slots_per_node, layout.slots_on_nodes())
-        except ValueError as exc:
-            raise CampaignSetupError(f"{campaign_path}: {exc}") from None
-        policy = make_policy(cfg.placement)
-        base = json.loads(cdir.base_config.read_text())
+        sizes = usable_sizes(cfg.resources.slots_per_trial, layout.slots_per_node, layout.slots_on_nodes())
+    except ValueError as exc:
+        raise CampaignSetupError(f"{campaign_path}: {exc}") from None
+    policy = make_policy(cfg.placement)
+    session = CampaignSession.open(cfg, cdir, resume=resume, force_unlock=force_unlock,
+                                   ask_batch=max(1, min(64, layout.usable_slots)))
+    try:
+        make_config = trial_config_maker(cfg, cdir)
         # the cost model sizes each trial (memory first, then a target duration) and learns from
-        # finished ones (SchedulerRank calls sizer.observe)
+        # finished ones (scheduler.loop.CampaignLoop calls sizer.observe)
         sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
-                              lambda params: apply_params(base, params), device=cfg.resources.device)
-        optimizer = make_optimizer(cfg.optimizer.name, cfg.space, cfg.seed + 1000 * _run_index(events),
-                                   cfg.optimizer.options)
-        for params, objective in state.history():
-            optimizer.tell_past(params, objective)
-        batch = max(1, min(64, layout.usable_slots))
-        cpool = CandidatePool(optimizer, batch_size=batch)
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the torn line was reported above
-            journal = BackgroundJournal(Journal(cdir.journal))
-        all_events = list(events)
-
-        def append(batch_events: list[dict]) -> None:
-            all_events.extend(journal.submit(batch_events))
-
-        def write_results() -> None:
-            write_results_csv(CampaignState.replay(all_events), cdir.results_csv)
-
-        append([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
-                 "ranks": comm.Get_size(), "slots": layout.usable_slots}])
-        journal.sync()
-
-        sched = SchedulerRank(
-            comm, cfg, cdir, layout, policy, sizer, cpool, append, write_results,
-            make_trial_config=lambda params: apply_params(base, params),
-            progress=ProgressLine(enabled=False), history=EarlierRuns.from_state(state))
-        # trials of an earlier run: re-run those cut short, start those suggested; within the budget
-        room = max(0, cfg.max_trials - state.num_finished)
-        rerun = []
-        for record in state.running_at_crash[:room]:
-            last = record.last_attempt
-            size = (last.retry_size or last.size) if last is not None else 0  # a decided retry's size
-            size = size if size in sizes else sizes[0]
-            retried = [a for a in record.attempts.values() if a.retry_size is not None]
-            rerun.append(TrialSpec(record.trial_id, dict(record.params), record.next_attempt, size,
-                                   retries_used=sum(a.retry_size <= a.size for a in retried),
-                                   oom_retried=any(a.retry_size > a.size for a in retried)))
-        unstarted = [TrialSpec(r.trial_id, dict(r.params), 0, sizer.size(r.params)[0])
-                     for r in state.suggested_only[:room - len(rerun)]]
-        again = rerun + unstarted
+                              make_config, device=cfg.resources.device)
+        session.record([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
+                         "ranks": comm.Get_size(), "slots": layout.usable_slots}])
+        session.sync()
+        notices = list(session.notices)
+        if sizer.notice:
+            notices.append(sizer.notice)
+        sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
+                              progress=ProgressLine(enabled=False))
+        again = [TrialSpec(u.trial_id, u.params, u.attempt,
+                           u.size if u.size in sizes else sizer.size(u.params)[0],
+                           retries_used=u.retries_used, oom_retried=u.oom_retried)
+                 for u in session.to_restart]
         if resume:
-            notices.append(f"resuming: {state.num_finished} trials finished before, {len(rerun)} cut "
-                           f"short by the stop are re-run, {len(unstarted)} suggested ones start")
+            rerun = sum(u.attempt > 0 for u in session.to_restart)
+            notices.append(f"resuming: {session.state.num_finished} trials finished before, {rerun} cut short by "
+                           f"the stop are re-run, {len(again) - rerun} suggested ones start")
         sched.requeue(again)
-        return _Setup(sched, lock, journal, notices)
+        return _Setup(sched, session, notices)
     except BaseException:
-        lock.release()
+        session.close()
         raise
+
+
+def trial_config_maker(cfg: "CampaignConfig", cdir: CampaignDir):
+    """``params -> config dict``: the frozen base config with a trial's values."""
+    from hpo.space import apply_params
+
+    base = json.loads(cdir.base_config.read_text())
+    return lambda params: apply_params(base, params)
 
 
 def _refuse(comm, exc: BaseException, barrier: bool) -> NoReturn:
@@ -268,7 +214,6 @@ def run_campaign(
         raise
     finally:
         sched.shutdown(reason)
-        setup.journal.close()
-        setup.lock.release()
-    summary.journal_fsyncs = setup.journal.fsyncs
+        setup.session.close()
+    summary.journal_fsyncs = setup.session.journal.fsyncs
     return summary

@@ -38,14 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from hydragnn_ensemble.result import TrialResult
+from hydragnn_ensemble.result import OOM_REASON, TrialResult
 from scheduler.runtime.log_cap import CHECK_EVERY_S, cap_log
 from scheduler.runtime.messages import PartExited, StartTrial
 
 GPU_VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 LOG_TAIL_LINES = 30
 TERM_GRACE_S = 3.0  # SIGTERM -> SIGKILL
-OOM_REASON = "killed (SIGKILL, possibly out of memory)"
 #: Trial processes run this much nicer than the runtime's ranks: when a node is oversubscribed, the
 #: rank that has to react (a report, a start) gets the CPU first and trials absorb the delay
 #: (bench.campaign_overhead, 16 ranks on 2 cores: idle slot time 18.8% -> 15.0%).
@@ -303,17 +302,6 @@ class ExecLauncher(Launcher):
 
     def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
         wait_for_exit(procs, timeout_s)
-
-
-def make_launcher(kind: str, binding: dict[str, str], preload: list[str]) -> Launcher:
-    """The launcher named by the campaign's ``trial_launcher``: "fork-server" or "exec"."""
-    if kind == "exec":
-        return ExecLauncher(binding)
-    if kind == "fork-server":
-        from scheduler.runtime.fork_server import ForkServerLauncher
-
-        return ForkServerLauncher(binding, preload)
-    raise ValueError(f"unknown trial launcher {kind!r} (fork-server, exec)")
 
 
 def wait_for_exit(procs: list[TrialProcess], timeout_s: float, extra_fds: tuple[int, ...] = ()) -> None:

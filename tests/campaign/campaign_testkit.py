@@ -20,7 +20,7 @@ FAULT_TRAINER = "tests.campaign.fault_trainer"
 BASE_CONFIG = {
     "NeuralNetwork": {
         "Architecture": {"mpnn_type": "GIN", "hidden_dim": 32, "num_conv_layers": 2},
-        "Training": {"learning_rate": 0.001, "batch_size": 32},
+        "Training": {"learning_rate": 0.001, "batch_size": 32, "num_epoch": 10},
     },
     "Fault": {"mode": "succeed", "sleep_s": 0.2},
 }

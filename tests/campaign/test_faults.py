@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from campaign_testkit import events, fault_objective, of, results_rows, run_hpo, write_campaign
 
-from hpo.journal import CampaignState
+from hpo.state import CampaignState
 
 pytestmark = pytest.mark.mpi
 

@@ -22,7 +22,8 @@ from campaign_testkit import (
     write_campaign,
 )
 
-from hpo.journal import CampaignState, read_journal
+from hpo.journal import read_journal
+from hpo.state import CampaignState
 
 pytestmark = pytest.mark.mpi
 

@@ -58,7 +58,6 @@ def atomic_inputs(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_build_graphs_atomic_keeps_good_files_and_lists_bad_ones(atomic_inputs, tmp_path, workers, capsys):
-    pytest.importorskip("graph_builders.atomic")
     out = tmp_path / "atoms.bp"
     code = main(["build-graphs", "--scale", "atomic", "--cutoff", "4.0", "--workers", str(workers),
                  "--no-progress", str(atomic_inputs), "-o", str(out)])
@@ -90,7 +89,6 @@ def test_build_graphs_atomic_keeps_good_files_and_lists_bad_ones(atomic_inputs, 
 
 
 def test_build_graphs_nothing_built_exits_2(atomic_inputs, tmp_path, capsys):
-    pytest.importorskip("graph_builders.atomic")
     out = tmp_path / "none.bp"
     code = main(["build-graphs", "--scale", "atomic", "--no-progress", str(atomic_inputs / "garbage.xyz"),
                  str(atomic_inputs / "missing.xyz"), "-o", str(out)])
@@ -195,7 +193,6 @@ def test_build_graphs_usage_errors(tmp_path, capsys):
     ],
 )
 def test_demo_data(kind, extra, heads, tmp_path, capsys):
-    pytest.importorskip(f"graph_builders.datasets.{kind}")
     out = tmp_path / f"{kind}.bp"
     assert main(["demo-data", kind, "-o", str(out), "--no-progress", *extra]) == 0
     printed = capsys.readouterr().out

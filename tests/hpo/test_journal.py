@@ -9,7 +9,6 @@ import pytest
 from hpo_testdata import SPACE, params, result, sample_events
 
 from hpo.journal import (
-    CampaignState,
     Journal,
     JournalCorruptError,
     JournalEventError,
@@ -18,6 +17,7 @@ from hpo.journal import (
     read_journal,
 )
 from hpo.results_table import write_results_csv
+from hpo.state import CampaignState
 
 
 def write_journal(path, events):

@@ -7,7 +7,8 @@ import shutil
 import pytest
 from hpo_testdata import sample_events
 
-from hpo.journal import CampaignState, Journal
+from hpo.journal import Journal
+from hpo.state import CampaignState
 from hpo.report import format_summary, load_state, summarize, write_report
 from hpo.results_table import write_results_csv
 from hydragnn_ensemble.cli import main

@@ -3,8 +3,9 @@
 import math
 
 import numpy as np
+import pytest
 
-from scheduler.cost_model import CostModel, DatasetStats, TrialFeatures
+from scheduler.cost_model import CostModel, CostModelError, DatasetStats, TrialFeatures
 from scheduler.sizing import Sizer, default_sizes
 
 STATS = DatasetStats(10_000, 30.0, 600.0)
@@ -12,18 +13,18 @@ STATS = DatasetStats(10_000, 30.0, 600.0)
 
 def test_anchor_throughput_and_ordering():
     m = CostModel(STATS)
-    f = {t: TrialFeatures(mpnn_type=t, hidden_dim=64, num_conv_layers=3) for t in ("GIN", "SchNet", "EGNN", "PNA", "PaiNN")}
+    f = {t: TrialFeatures(mpnn_type=t, hidden_dim=64, num_conv_layers=3, batch_size=32, num_epoch=10) for t in ("GIN", "SchNet", "EGNN", "PNA", "PaiNN")}
     per_graph = {t: m.seconds_per_graph_cpu(x, 64.0, 2590.0) for t, x in f.items()}
     anchors = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0, "PaiNN": 27.0}
     for t, rate in anchors.items():  # calibrated to ANCHORS (the head MLPs add under 1 %)
         assert 0.99 * rate < 1 / per_graph[t] <= rate
     assert sorted(per_graph, key=per_graph.get) == ["GIN", "SchNet", "EGNN", "PNA", "PaiNN"]
-    assert m.predict_work(TrialFeatures("PaiNN", 512)) > 100 * m.predict_work(TrialFeatures("GIN", 64))
+    assert m.predict_work(TrialFeatures("PaiNN", 512, 3, 32, 10)) > 100 * m.predict_work(TrialFeatures("GIN", 64, 3, 32, 10))
 
 
 def test_memory_per_slot_shrinks_with_slots():
     m = CostModel(STATS)
-    f = TrialFeatures("PaiNN", 1024, 6, batch_size=128)
+    f = TrialFeatures("PaiNN", 1024, 6, batch_size=128, num_epoch=10)
     assert m.memory_per_slot_gb(f, 1) > m.memory_per_slot_gb(f, 8) > m.memory_per_slot_gb(f, 64)
 
 
@@ -31,7 +32,7 @@ def test_regression_reduces_error_on_synthetic_data():
     m = CostModel(STATS)
     rng = np.random.default_rng(0)
     truth = {"GIN": 3.0, "SchNet": 0.5, "PNA": 1.5, "PaiNN": 0.25}  # true / analytic per type
-    feats = [TrialFeatures(str(rng.choice(list(truth))), int(rng.integers(32, 512)), int(rng.integers(2, 6)))
+    feats = [TrialFeatures(str(rng.choice(list(truth))), int(rng.integers(32, 512)), int(rng.integers(2, 6)), 32, 10)
              for _ in range(200)]
     for f in feats:
         m.update(f, 1, m.analytic_work(f) * truth[f.mpnn_type] * math.exp(0.05 * rng.standard_normal()))
@@ -40,7 +41,7 @@ def test_regression_reduces_error_on_synthetic_data():
     late = np.median(m._errors[-50:])
     early = np.median(m._errors[:10])
     assert early > 0.5 and late < 0.15
-    f = TrialFeatures("SchNet", 100, 3)
+    f = TrialFeatures("SchNet", 100, 3, 32, 10)
     assert abs(math.log(m.predict_work(f) / (m.analytic_work(f) * 0.5))) < 0.1
 
 
@@ -71,8 +72,21 @@ def test_runtime_sizer_falls_back_on_unreadable_dataset(tmp_path):
     bad.write_text("not a graph store")
     sizer = runtime_sizer(str(bad), [1, 2, 4], 4, 20.0, lambda p: {"NeuralNetwork": {"Architecture": p}})
     assert sizer.cost_model.stats == DEFAULT_STATS and str(bad) in sizer.notice
-    slots, seconds = sizer.size({"mpnn_type": "GIN", "hidden_dim": 32})
-    assert slots == 1 and seconds > 0
+    gin = {"mpnn_type": "GIN", "hidden_dim": 32, "num_conv_layers": 2}
+    slots, seconds = sizer.size(gin)
+    assert slots in (1, 2, 4) and seconds > 0  # 100 epochs (the schema default) against a 5 s target
     assert sizer.size({"mpnn_type": "NoSuchLayer"}) == (1, 20.0)  # unreadable config: smallest size
-    sizer.observe({"mpnn_type": "GIN", "hidden_dim": 32}, 1, 0.5, ok=True)
+    sizer.observe({"mpnn_type": "GIN", "hidden_dim": 32}, 1, 0.5, ok=True)  # num_conv_layers missing: dropped
+    assert sizer.cost_model.observations == 0
+    sizer.observe(gin, 1, 0.5, ok=True)
     assert sizer.cost_model.observations == 1 and sizer.larger_than(2) == 4
+
+
+def test_features_take_the_schema_defaults_not_their_own():
+    """A config that leaves out the training keys gets HydraGNN's defaults (num_epoch 100,
+    batch_size 32): what the trainer will run, so what the cost model must predict."""
+    config = {"NeuralNetwork": {"Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 2}}}
+    f = TrialFeatures.from_config(config)
+    assert (f.num_epoch, f.batch_size, f.heads) == (100, 32, 1)
+    with pytest.raises(CostModelError, match="num_conv_layers"):
+        TrialFeatures.from_config({"NeuralNetwork": {"Architecture": {"mpnn_type": "GIN", "hidden_dim": 8}}})

@@ -19,7 +19,8 @@ def test_multi_node_prefers_one_group_and_fullest_fit():
     pool.allocate(1, [0])  # group 0 has 3 whole nodes
     assert pool.pick(6) == (2, 3, 4, 5, 6, 7)  # 3 whole nodes: group 0 (3 whole) is the tightest fit
     assert pool.pick(8) == tuple(range(8, 16))  # 4 whole nodes: the fully free group 1
-    assert pool.pick(12) is None or len(pool.pick(12)) == 12
+    # 6 whole nodes: the whole free group 1 first, then 2 of group 0's 3 free nodes, lowest ids
+    assert pool.pick(12) == (*range(8, 16), 2, 3, 4, 5)
     assert pool.pick(16) is None  # only 7 whole nodes
 
 

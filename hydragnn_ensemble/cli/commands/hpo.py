@@ -41,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from hpo.campaign import CampaignConfigError
+    from hpo.campaign_dir import CampaignDirError
     from hydragnn_ensemble.cli import UserError
-    from scheduler.runtime import CampaignDirError, CampaignSetupError, run_campaign
+    from scheduler.runtime import CampaignSetupError, run_campaign
 
     comm = MPI.COMM_WORLD
     try:

@@ -12,8 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=8192)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--trials", type=int, default=800)
-    parser.add_argument("--policy", default="load-aware",
-                        choices=["load-aware", "fixed-block", "fifo", "fifo-skip", "first-fit"])
+    parser.add_argument("--policy", default="load-aware", help="a placement policy of "
+                        "scheduler.placement.registry: load-aware, fixed-block, fifo, fifo-skip, first-fit")
     parser.add_argument("--block-nodes", type=int, default=256, help="block of the fixed-block policy")
     parser.add_argument("--estimate-error", type=float, default=0.5,
                         help="sigma of the lognormal scatter of true run times around the predictions")
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hydragnn_ensemble.cli import UserError
+    from scheduler.placement import UnknownPolicyError, check_policy_name
     from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
         replay_workload, simulate
 
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate_error < 0 or not 0 <= args.failure_rate <= 1:
         raise UserError("--estimate-error must be >= 0 and --failure-rate within [0, 1]")
     try:
+        check_policy_name(args.policy)
         if args.replay:
             trials = replay_workload(args.replay, args.gpus_per_node, args.estimate_error, args.seed)
         else:
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
                            max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error)
         result = simulate(trials, config, progress=not args.no_progress)
-    except (WorkloadError, SimulationError, OSError) as exc:
+    except (WorkloadError, SimulationError, UnknownPolicyError, OSError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.output)
     result.write_json(out)

@@ -1,16 +1,20 @@
-"""The campaign directory: layout, the lock that keeps a second campaign out, freezing and resuming.
+"""The campaign directory: the one place that knows its file names, its lock, and what may start in it.
 
 Layout (the single source of truth of a campaign)::
 
     CAMPAIGN_DIR/campaign.yaml      frozen copy of the validated campaign (absolute paths)
     CAMPAIGN_DIR/base_config.json   frozen copy of the base HydraGNN config; trials start from it
     CAMPAIGN_DIR/journal.jsonl      append-only events, rank 0 is the only writer
-    CAMPAIGN_DIR/results.csv        regenerated from the journal (DeepHyper columns)
+    CAMPAIGN_DIR/results.csv        the campaign state as a table (DeepHyper columns)
     CAMPAIGN_DIR/lock               {"host", "pid", "proc_start", "time"} of the running campaign
-    CAMPAIGN_DIR/trials/<id>/       config.json, result.json, checkpoint(s), train.log
+    CAMPAIGN_DIR/trials/<id>/       a run directory (:mod:`hydragnn_ensemble.run_dir`): config.json,
+                                    result.json, checkpoint, train.log
+    CAMPAIGN_DIR/report/            what ``report`` writes
 
-The campaign directory must be on a file system that every node sees (Lustre/GPFS on a cluster):
-rank 0 writes the trial configs there, the trial processes write their results there.
+Every reader and writer of a campaign (the runtime, ``report``, ``select``, ``export``) goes through
+:class:`CampaignDir`. The campaign directory must be on a file system that every node sees
+(Lustre/GPFS on a cluster): rank 0 writes the trial configs there, the trial processes write their
+results there.
 """
 
 from __future__ import annotations
@@ -23,15 +27,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap
+from hydragnn_ensemble.run_dir import RunDir
 
-# Campaign keys that may change between runs of one campaign (budgets and scheduling; the base
-# config's path, whose contents must still equal the frozen copy); everything else (dataset, search
-# space, objective, optimizer, seed, trial program) is frozen.
-RESUMABLE_KEYS: frozenset[str] = frozenset({
-    "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
-    "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
-    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb",
-})
+FROZEN_CAMPAIGN = "campaign.yaml"
+FROZEN_BASE_CONFIG = "base_config.json"
+JOURNAL = "journal.jsonl"
+RESULTS_CSV = "results.csv"
+LOCK = "lock"
+TRIALS = "trials"
+REPORT = "report"
 
 
 class CampaignDirError(ValueError):
@@ -159,43 +163,61 @@ class CampaignLock:
 
 @dataclass(frozen=True)
 class CampaignDir:
-    """Paths of one campaign directory."""
+    """Paths of one campaign directory (see the module docstring)."""
 
     root: Path
 
+    @classmethod
+    def at(cls, path: str | os.PathLike) -> "CampaignDir":
+        return cls(Path(path))
+
     @property
     def campaign_yaml(self) -> Path:
-        return self.root / "campaign.yaml"
+        return self.root / FROZEN_CAMPAIGN
 
     @property
     def base_config(self) -> Path:
-        return self.root / "base_config.json"
+        return self.root / FROZEN_BASE_CONFIG
 
     @property
     def journal(self) -> Path:
-        return self.root / "journal.jsonl"
+        return self.root / JOURNAL
 
     @property
     def results_csv(self) -> Path:
-        return self.root / "results.csv"
+        return self.root / RESULTS_CSV
 
     @property
     def lock(self) -> Path:
-        return self.root / "lock"
+        return self.root / LOCK
 
     @property
     def trials(self) -> Path:
-        return self.root / "trials"
+        return self.root / TRIALS
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT
 
     def trial_dir(self, trial_id: int) -> Path:
         return self.trials / str(trial_id)
+
+    def trial(self, trial_id: int) -> RunDir:
+        """The run directory of trial ``trial_id``."""
+        return RunDir(self.trial_dir(trial_id))
+
+    def trial_ids_on_disk(self) -> list[int]:
+        """Ids of the trial directories that exist, ascending."""
+        if not self.trials.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.trials.iterdir() if p.is_dir() and p.name.isdigit())
 
     def has_campaign(self) -> bool:
         return self.journal.exists() and self.journal.stat().st_size > 0
 
 
 #: What a campaign start writes before its first journal line (a crash there leaves only these).
-START_FILES: frozenset[str] = frozenset({"campaign.yaml", "base_config.json", "lock", "trials", "journal.jsonl"})
+START_FILES: frozenset[str] = frozenset({FROZEN_CAMPAIGN, FROZEN_BASE_CONFIG, LOCK, TRIALS, JOURNAL})
 
 
 def check_outside_inputs(cdir: CampaignDir, inputs: list[Path]) -> None:

@@ -7,7 +7,7 @@ import pytest
 from scheduler.cost_model import TrialFeatures
 from scheduler.placement.load_aware import LoadAwarePolicy
 from scheduler.resources import ResourcePool
-from scheduler.runtime.sizing import trial_request
+from scheduler.sizing import trial_request
 from scheduler.sizing import SizedTrial, runtime_sizer
 
 SIZED = SizedTrial(1, 80.0, alternatives=((2, 41.0), (4, 21.0)))

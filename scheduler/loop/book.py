@@ -1,0 +1,147 @@
+"""Where every trial attempt of a run is, and the placement calls that move it.
+
+A trial attempt is *waiting* (submitted to the placement policy), *running* (holding slots of the
+:class:`ResourcePool`) or *sent ahead* (a single-slot trial queued behind a short running one on
+the same slot, started by that slot's agent the moment the first one exits: prefetch). The book
+keeps the pool and the policy in step with those three maps; it decides nothing about candidates,
+retries or budgets (:class:`scheduler.loop.CampaignLoop` does) and does no I/O.
+"""
+
+from __future__ import annotations
+
+from scheduler.loop.trials import QueuedTrial, RunningTrial, TrialSpec
+from scheduler.placement.base import PlacementPolicy
+from scheduler.resources import ResourcePool
+from scheduler.sizing import TrialSizer, trial_request
+
+
+class TrialBook:
+    """The waiting, running and sent-ahead trial attempts of one run.
+
+    ``prefetch_below_s``: a single-slot trial predicted to take at most this long gets its slot's
+    next trial sent ahead (0 turns prefetch off)."""
+
+    def __init__(self, pool: ResourcePool, policy: PlacementPolicy, sizer: TrialSizer,
+                 prefetch_below_s: float) -> None:
+        self.pool = pool
+        self.policy = policy
+        self.sizer = sizer
+        self.prefetch_below_s = prefetch_below_s
+        self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
+        self.running: dict[int, RunningTrial] = {}
+        self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
+        self._needs_successor: dict[int, int] = {}  # short running trial -> its slot (no successor yet)
+        self._closed = False  # stopped: nothing is sent ahead any more
+
+    @property
+    def open_trials(self) -> int:
+        """Trials of this run that have not ended: waiting, sent ahead or running."""
+        return len(self.waiting) + len(self.queued) + len(self.running)
+
+    def submit(self, spec: TrialSpec, now: float) -> None:
+        """Hand a trial attempt to placement (sized first if it was not)."""
+        self.waiting[spec.trial_id] = spec
+        if spec.sized is None:
+            spec.sized = self.sizer.choose(spec.params)
+        self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+
+    def schedule(self, now: float) -> list[RunningTrial]:
+        """Start what placement decides now (a moldable trial may start wider than it was sized)."""
+        if not self.waiting or self.pool.free_slots == 0:
+            return []
+        started = []
+        for d in self.policy.schedule(self.pool, now):
+            spec = self.waiting.pop(d.trial_id)
+            spec.size = len(d.slots)
+            self.pool.allocate(d.trial_id, d.slots)
+            started.append(self._run(spec, tuple(d.slots), now))
+        return started
+
+    def send_ahead(self, now: float) -> list[tuple[QueuedTrial, RunningTrial]]:
+        """Queue the next waiting first attempt behind each short single-slot trial that has no
+        successor yet; returns (trial sent ahead, trial it follows) pairs. A re-run is never sent
+        ahead: it goes back to placement and waits for a free slot."""
+        sent = []
+        while self._needs_successor:
+            before_id = next(iter(self._needs_successor))
+            req = self.policy.next_to_queue(now)
+            if req is None:
+                break
+            spec = self.waiting[req.trial_id]
+            if spec.attempt > 0:
+                self.submit(spec, now)
+                break
+            del self.waiting[req.trial_id]
+            slot = self._needs_successor.pop(before_id)
+            spec.size = 1
+            before = self.running[before_id]
+            queued = QueuedTrial(spec, slot, (before.spec.trial_id, before.spec.attempt))
+            self.queued[before_id] = queued
+            sent.append((queued, before))
+        return sent
+
+    def end(self, trial_id: int, now: float) -> RunningTrial:
+        """A running trial attempt ended: its slots go back to the pool."""
+        rt = self.running.pop(trial_id)
+        self._needs_successor.pop(trial_id, None)
+        self.pool.release(trial_id)
+        self.policy.finished(trial_id, now)
+        return rt
+
+    def promote(self, before: RunningTrial, now: float, start_time: float) -> QueuedTrial | None:
+        """The trial sent ahead behind ``before`` (which just ended) started at ``start_time``: it
+        holds the slot now. None when nothing was sent ahead behind it."""
+        queued = self.queued.pop(before.spec.trial_id, None)
+        if queued is None:
+            return None
+        slots = (queued.slot,)
+        self.pool.allocate(queued.spec.trial_id, slots)
+        self.policy.queued_started(queued.spec.trial_id, slots, now)
+        self._run(queued.spec, slots, start_time)
+        return queued
+
+    def take_back_idle(self) -> list[QueuedTrial]:
+        """Slots idle with nothing waiting: the trials sent ahead behind the running trials predicted
+        to end last, one per idle slot (they run longer than predicted, or it is the campaign's
+        tail). Marks them as being taken back; O(1) on the usual turn."""
+        if self.waiting or not self.queued or self.pool.free_slots == 0:
+            return []
+        idle = self.pool.free_slots - sum(q.taking_back for q in self.queued.values())
+        if idle <= 0:
+            return []
+        candidates = [b for b, q in self.queued.items() if not q.taking_back]
+        latest = sorted(candidates, key=lambda b: self.running[b].predicted_end(), reverse=True)[:idle]
+        return self._mark_taken_back([self.queued[b] for b in latest])
+
+    def close(self) -> list[QueuedTrial]:
+        """Stop: the waiting trials are dropped (placement forgets them), nothing more is sent
+        ahead; returns the trials sent ahead, to be taken back."""
+        self._closed = True
+        self._needs_successor.clear()
+        for trial_id in list(self.waiting):
+            self.policy.cancel(trial_id)
+        self.waiting.clear()
+        return self._mark_taken_back(list(self.queued.values()))
+
+    def unqueued(self, after_id: int, trial_id: int, attempt: int) -> TrialSpec:
+        """The slot's agent dropped a trial sent ahead (it had not started); returns it."""
+        queued = self.queued.get(after_id)
+        if queued is None or (queued.spec.trial_id, queued.spec.attempt) != (trial_id, attempt):
+            raise RuntimeError(f"trial {trial_id} attempt {attempt} was dropped but was not sent ahead")
+        del self.queued[after_id]
+        return queued.spec
+
+    @staticmethod
+    def _mark_taken_back(queued: list[QueuedTrial]) -> list[QueuedTrial]:
+        fresh = [q for q in queued if not q.taking_back]
+        for q in fresh:
+            q.taking_back = True
+        return fresh
+
+    def _run(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float) -> RunningTrial:
+        rt = RunningTrial(spec, slots, start_time)
+        self.running[spec.trial_id] = rt
+        if (len(slots) == 1 and not self._closed and spec.sized is not None
+                and spec.sized.seconds_at(1) <= self.prefetch_below_s):
+            self._needs_successor[spec.trial_id] = slots[0]
+        return rt

@@ -1,0 +1,208 @@
+"""The simulated world the campaign loop acts on: a virtual clock's event queue, agents that run
+each trial for its true duration (and start a trial sent ahead the moment the one before it ends),
+an optimizer that hands out the workload's trials in order, and the workload's own sizes."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from hydragnn_ensemble.result import TrialResult
+from scheduler.cost_model import CostModel
+from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
+from scheduler.placement.base import PlacementPolicy
+from scheduler.resources import NodeHealth, ResourcePool
+from scheduler.simulator.results import TrialRecord
+from scheduler.simulator.workload import SimTrial
+from scheduler.sizing import SizedTrial
+
+NODE_FAILURE_REASON = "HIP error: device lost (injected node fault)"
+TRIAL_FAILURE_REASON = "injected trial failure"
+WORKLOAD_KEY = "workload_trial"  # the parameter a simulated candidate carries: its workload trial id
+
+
+class EventQueue:
+    """Events on the virtual clock, in time order (ties: the order they were pushed)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, str, Any]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, when: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self._heap, (when, self._seq, kind, payload))
+        self._seq += 1
+
+    def next_time(self) -> float:
+        return self._heap[0][0]
+
+    def pop(self) -> tuple[str, Any]:
+        _, _, kind, payload = heapq.heappop(self._heap)
+        return kind, payload
+
+
+@dataclass(frozen=True)
+class SimCandidate:
+    """A workload trial handed out as an optimizer suggestion."""
+
+    params: dict[str, Any]
+    suggestion_id: int
+
+
+class WorkloadSource:
+    """The workload's trials in order, as an optimizer with ``latency_s`` per ask of ``batch``
+    candidates: what is asked for arrives that much later (an ``arrive`` event)."""
+
+    def __init__(self, trials: list[SimTrial], latency_s: float, batch: int, events: EventQueue) -> None:
+        self.trials = trials
+        self.latency_s = latency_s
+        self.batch = batch
+        self.events = events
+        self.now = 0.0
+        self._next = 0  # the next trial not yet asked for
+        self._arrived: list[SimTrial] = []
+        self._in_flight = 0
+
+    def take(self, n: int) -> list[SimCandidate]:
+        got, self._arrived = self._arrived[:n], self._arrived[n:]
+        if self.latency_s <= 0:
+            got += self._ask(n - len(got))
+        else:
+            missing = n - len(got) - self._in_flight
+            asked = self._ask(missing)
+            for i in range(0, len(asked), self.batch):
+                part = asked[i:i + self.batch]
+                self._in_flight += len(part)
+                self.events.push(self.now + self.latency_s * (i // self.batch + 1), "arrive", part)
+        return [SimCandidate({WORKLOAD_KEY: t.trial_id}, t.trial_id) for t in got]
+
+    def arrive(self, trials: list[SimTrial]) -> None:
+        self._in_flight -= len(trials)
+        self._arrived.extend(trials)
+
+    def _ask(self, n: int) -> list[SimTrial]:
+        if n <= 0:
+            return []
+        asked = self.trials[self._next:self._next + n]
+        self._next += len(asked)
+        return asked
+
+
+class WorkloadSizer:
+    """The sizer protocol over the workload's own sizes (the workload was sized by the real cost
+    model and sizer); finished trials still teach ``model`` (its error goes into sim.json)."""
+
+    def __init__(self, by_id: dict[int, SimTrial], model: CostModel, width_of: Callable[[int], int]) -> None:
+        self.by_id = by_id
+        self.model = model
+        self.width_of = width_of  # slots a trial's last attempt used
+
+    def choose(self, params: dict[str, Any]) -> SizedTrial:
+        t = self.by_id[params[WORKLOAD_KEY]]
+        return SizedTrial(t.slots, t.predicted_seconds, t.alternatives)
+
+    def size(self, params: dict[str, Any]) -> tuple[int, float]:
+        t = self.by_id[params[WORKLOAD_KEY]]
+        return t.slots, t.predicted_seconds
+
+    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
+        t = self.by_id[params[WORKLOAD_KEY]]
+        if ok and t.features is not None:
+            self.model.update(t.features, self.width_of(t.trial_id), wall_time_s)
+
+    def larger_than(self, slots: int) -> int | None:
+        return None  # no out-of-memory kills in the simulator
+
+
+class TimedPolicy:
+    """A placement policy whose ``schedule`` calls are timed (wall clock and CPU); every other
+    attribute is the policy's own."""
+
+    def __init__(self, policy: PlacementPolicy) -> None:
+        self.policy = policy
+        self.latencies: list[float] = []
+        self.cpu_times: list[float] = []
+
+    def schedule(self, pool: ResourcePool, now: float):
+        c0, t0 = time.thread_time(), time.perf_counter()
+        decisions = self.policy.schedule(pool, now)
+        self.latencies.append(time.perf_counter() - t0)
+        self.cpu_times.append(time.thread_time() - c0)
+        return decisions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+
+class SimulatedCluster(LoopActions):
+    """The loop's actions on the virtual clock: a started attempt ends (or fails: a bad node, an
+    injected failure) after its true duration; a trial sent ahead starts when the one before it
+    ends; a trial asked back is always dropped (it had not started)."""
+
+    def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, health: NodeHealth,
+                 slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
+                 rng: np.random.Generator, on_finished: Callable[[], None]) -> None:
+        self.by_id = by_id
+        self.events = events
+        self.health = health
+        self.slots_per_node = slots_per_node
+        self.fixed_block = fixed_block
+        self.bad_nodes = bad_nodes
+        self.failure_rate = failure_rate
+        self.rng = rng
+        self.on_finished = on_finished
+        self.now = 0.0
+        self.records: list[TrialRecord] = []
+        self.submitted_at: dict[int, float] = {}
+        self.width: dict[int, int] = {}  # slots each trial's current attempt uses
+        self.started: dict[int, int] = {}  # attempts started per trial
+
+    def suggested(self, spec: TrialSpec) -> None:
+        self.submitted_at[spec.trial_id] = self.now
+
+    def start(self, rt: RunningTrial) -> None:
+        t = self.by_id[rt.spec.trial_id]
+        # a fixed block holds more slots than the trial uses; otherwise the width is its size
+        width = t.slots if self.fixed_block and len(rt.slots) > t.slots else len(rt.slots)
+        self.width[t.trial_id] = width
+        self.started[t.trial_id] = rt.spec.attempt + 1
+        duration = t.true_seconds_at(width)
+        begin = rt.start_time
+        if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
+            self.events.push(begin + 0.05 * duration, "fail", (t.trial_id, NODE_FAILURE_REASON))
+        elif self.failure_rate and self.rng.random() < self.failure_rate:
+            self.events.push(begin + self.rng.random() * duration, "fail", (t.trial_id, TRIAL_FAILURE_REASON))
+        else:
+            self.events.push(begin + duration, "end", (t.trial_id, None))
+
+    def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
+        pass  # the slot's virtual agent starts it when ``before`` ends (promoted)
+
+    def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
+        self.start(rt)
+
+    def take_back(self, queued: QueuedTrial, reason: str) -> None:
+        self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
+
+    def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
+        tid = rt.spec.trial_id
+        self.health.record(rt.slots, result.ok, result.failure_reason)
+        self.records.append(TrialRecord(tid, rt.spec.attempt + 1, self.width[tid], rt.slots,
+                                        self.submitted_at[tid], rt.start_time, self.now, result.ok))
+
+    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
+        self.on_finished()
+
+    def result_of(self, trial_id: int, reason: str | None, start_time: float) -> TrialResult:
+        """What a simulated attempt reports (its objective is its run time: the simulator trains
+        nothing)."""
+        wall = self.now - start_time
+        if reason is not None:
+            return TrialResult(status="failed", failure_reason=reason, wall_time_s=wall, slots=self.width[trial_id])
+        return TrialResult(status="completed", objective=wall, wall_time_s=wall, slots=self.width[trial_id])

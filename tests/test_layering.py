@@ -1,0 +1,98 @@
+"""The packages depend only downward and no two modules import each other (not even inside functions).
+
+Layers (README, "Layout"): ``graph_builders`` <- core (``hydragnn_ensemble`` without its CLI) <-
+``hpo`` <- {``scheduler``, ``ensemble``} <- the CLI (``hydragnn_ensemble.cli``), which wires them.
+
+    python tests/test_layering.py          # prints the package import graph and module cycles
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("graph_builders", "hydragnn_ensemble", "hpo", "scheduler", "ensemble")
+LAYER = {"graph_builders": 0, "core": 1, "hpo": 2, "scheduler": 3, "ensemble": 3, "cli": 4}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _layer_of(module: str) -> str:
+    if module.startswith("hydragnn_ensemble.cli") or module == "hydragnn_ensemble.__main__":
+        return "cli"
+    top = module.split(".")[0]
+    return "core" if top == "hydragnn_ensemble" else top
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every module of our packages -> the modules of our packages it imports (anywhere in it)."""
+    modules = {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                targets.add(base)
+                targets.update(f"{base}.{a.name}" for a in node.names)
+        out[name] = {t for t in targets if t in modules and t != name and t.split(".")[0] in PACKAGES}
+    return out
+
+
+def layer_edges(imports: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(from layer, to layer) -> examples ``a -> b`` of module imports across layers."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for src, targets in imports.items():
+        for dst in targets:
+            a, b = _layer_of(src), _layer_of(dst)
+            if a != b:
+                edges[(a, b)].append(f"{src} -> {dst}")
+    return edges
+
+
+def module_cycles(imports: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of modules that import each other (an ``__init__`` re-exporting its own submodules
+    does not count: the submodule importing its package's name is the cycle we look for)."""
+    pairs = []
+    for a, targets in imports.items():
+        for b in targets:
+            if a < b and a in imports.get(b, set()):
+                if b.startswith(a + ".") or a.startswith(b + "."):
+                    continue  # a package and its own submodule
+                pairs.append((a, b))
+    return sorted(pairs)
+
+
+def test_packages_depend_only_downward():
+    upward = {k: v for k, v in layer_edges(module_imports()).items() if LAYER[k[0]] <= LAYER[k[1]]}
+    assert upward == {}, "imports against the layering:\n" + "\n".join(
+        f"{a} -> {b}: {', '.join(sorted(v)[:5])}" for (a, b), v in upward.items())
+
+
+def test_no_module_imports_another_that_imports_it():
+    assert module_cycles(module_imports()) == []
+
+
+if __name__ == "__main__":
+    imports = module_imports()
+    for (a, b), examples in sorted(layer_edges(imports).items()):
+        mark = "  " if LAYER[a] > LAYER[b] else "!!"
+        print(f"{mark} {a:>15} -> {b:<15} {len(examples):>3} imports  e.g. {sorted(examples)[0]}")
+    cycles = module_cycles(imports)
+    print(f"module pairs importing each other: {len(cycles)}")
+    for pair in cycles:
+        print(f"   {pair[0]} <-> {pair[1]}")
+    sys.exit(1 if cycles or any(LAYER[a] <= LAYER[b] for a, b in layer_edges(imports)) else 0)
