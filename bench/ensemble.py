@@ -142,7 +142,7 @@ def throughput(ens_dir: Path, structures: list, repeats: int, batch_size: int = 
 
     from graph_builders.atomic import atoms_to_graph
     from ensemble.predictor import EnsemblePredictor, slim_graph
-    from hydragnn_ensemble.train import load_checkpoint
+    from hydragnn_ensemble.inference import load_checkpoint
 
     predictor = EnsemblePredictor(ens_dir, batch_size=batch_size)
     # the anchor's own copies of the members, untouched by the predictor

@@ -71,7 +71,7 @@ class BuildOptions:
 
 
 def _load(trial: CampaignTrial):
-    from hydragnn_ensemble.train import load_checkpoint
+    from hydragnn_ensemble.inference import load_checkpoint
 
     return load_checkpoint(trial.checkpoint_path)
 

@@ -119,9 +119,6 @@ class Manifest(_Model):
     calibration: dict[str, float] = Field(default_factory=dict)  # head -> std scale (before `uncertainty`)
     uncertainty: UncertaintyInfo | None = None  # the calibrated, distance-aware uncertainty model
 
-    def total_weight(self) -> float:
-        return float(sum(m.weight for m in self.members))
-
 
 def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file."""

@@ -3,7 +3,7 @@
 Each input graph is built once, at the largest member radius, and batched once; all members read
 the same batch. A member with a smaller radius sees a view of the batch without the edges longer
 than its radius. With ``share_edge_work`` the edge vectors and radial geometry of each batch view
-are computed once for all members with the same radius and basis (:mod:`ensemble._shared`).
+are computed once for all members with the same radius and basis (:mod:`ensemble.edge_work`).
 Besides its predictions, every member hands back its node features (the trunk's layer outputs,
 ``HydraModel.forward_with_embedding``): what the latent distance (:mod:`ensemble.latent`) reads.
 """
@@ -22,7 +22,7 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from graph_builders.schema import HeadRegistry, edge_vectors
-from ensemble._shared import EdgeWork, active_work, inference_context, share_geometry
+from ensemble.edge_work import EdgeWork, inference_context
 
 #: Graph fields a model reads; everything else (targets, names) is dropped before batching.
 INPUT_FIELDS: tuple[str, ...] = ("x", "z", "pos", "edge_index", "edge_attr", "edge_shift", "cell", "pbc")
@@ -40,13 +40,9 @@ class MemberModel:
 
     trial_id: int
     weight: float
-    loaded: Any  # hydragnn_ensemble.train.LoadedModel
+    loaded: Any  # hydragnn_ensemble.inference.LoadedModel
     radius: float
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def head_names(self) -> list[str]:
-        return list(self.loaded.heads.names)
 
     @property
     def potential_mode(self) -> bool:
@@ -92,11 +88,10 @@ def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutof
     Graphs are batched once per chunk of ``batch_size``; the batch is moved once to each device
     and, for members with a smaller radius than ``cutoff``, masked once per radius. With
     ``share_edge_work`` the edge vectors and radial geometry of each batch view are computed once
-    for all members with the same radius and basis (:mod:`ensemble._shared`). Direct-head members
+    for all members with the same radius and basis (:mod:`ensemble.edge_work`). Direct-head members
     run under ``torch.inference_mode`` (potential-mode members need autograd for their forces)."""
     out: list[dict[str, list[np.ndarray]]] = [{} for _ in members]
     features: list[list[np.ndarray]] = [[] for _ in members]
-    shared = [share_geometry(m.loaded.model) if share_edge_work else None for m in members]
     starts = range(0, len(graphs), batch_size)
     if progress:
         from tqdm import tqdm
@@ -120,10 +115,12 @@ def run_members(members: Sequence[MemberModel], graphs: Sequence[Data], *, cutof
                         lengths = edge_vectors(view).norm(dim=1)
                     masked[key] = mask_long_edges(view, member.radius, lengths)
                 view = masked[key]
-            view_work = work.setdefault(id(view), EdgeWork(view))
+            geometry = None
+            if share_edge_work:
+                geometry = work.setdefault(id(view), EdgeWork(view)).geometry_for(member.loaded.geometry_encoder)
             try:
-                with active_work(shared[k], view_work), inference_context(member.potential_mode):
-                    pred, node_features = member.loaded.predict_with_embedding(view)
+                with inference_context(member.potential_mode):
+                    pred, node_features = member.loaded.predict_with_embedding(view, geometry)
             except (RuntimeError, IndexError, ValueError) as exc:
                 raise PredictionError(
                     f"member trial {member.trial_id} cannot predict graphs {start}..{start + len(chunk) - 1}: "

@@ -83,7 +83,7 @@ class EnsemblePredictor:
     def __init__(self, ensemble_dir: str | os.PathLike, *, devices: Sequence[str | torch.device] | None = None,
                  comm: Any = None, batch_size: int = 32, verify: bool = True, progress: bool = False,
                  graph_builder: Callable[..., Data] | None = None) -> None:
-        from hydragnn_ensemble.train import load_checkpoint
+        from hydragnn_ensemble.inference import load_checkpoint
 
         self.root = Path(ensemble_dir)
         self.manifest: Manifest = read_manifest(self.root, verify=verify)
@@ -181,9 +181,4 @@ class EnsemblePredictor:
         """Predict ASE Atoms (or pymatgen structures): each graph built once, then all members run."""
         graphs = [self.build_graph(atoms) for atoms in structures]
         return self.predict_graphs(graphs)
-
-    def predict_split(self, dataset: str | os.PathLike, split: str) -> tuple[EnsemblePrediction, dict[str, np.ndarray]]:
-        """Predict one split of a dataset file; returns the prediction and the split's targets."""
-        graphs = read_split(dataset, split)
-        return self.predict_graphs(graphs), split_targets(graphs, self.heads)
 

@@ -48,7 +48,7 @@ class InputFileError(ValueError):
 
 
 @dataclass(frozen=True)
-class BuildOptions:
+class BatchBuildOptions:
     """How to build graphs at one scale."""
 
     scale: str
@@ -103,7 +103,7 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def build_file(path: Path, options: BuildOptions) -> FileOutcome:
+def build_file(path: Path, options: BatchBuildOptions) -> FileOutcome:
     """The graphs of one input file and its failures; never raises for a bad file or structure."""
     try:
         if not path.is_file():
@@ -117,7 +117,7 @@ def build_file(path: Path, options: BuildOptions) -> FileOutcome:
     return FileOutcome([graph])
 
 
-def build_graphs(files: Sequence[Path], options: BuildOptions, workers: int = 1, progress: bool = True) -> BatchResult:
+def build_graphs(files: Sequence[Path], options: BatchBuildOptions, workers: int = 1, progress: bool = True) -> BatchResult:
     """Build every file (in ``workers`` processes when > 1), keep the good ones, list the bad ones."""
     outcomes: dict[int, FileOutcome] = {}
     bar = tqdm(total=len(files), disable=not progress, desc=f"building {options.scale} graphs", unit="file")
@@ -164,7 +164,7 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _build_chunk(items: list[tuple[int, Path]], options: BuildOptions) -> dict[int, FileOutcome]:
+def _build_chunk(items: list[tuple[int, Path]], options: BatchBuildOptions) -> dict[int, FileOutcome]:
     return {index: build_file(path, options) for index, path in items}
 
 
@@ -185,7 +185,7 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def _atomic_graphs(path: Path, options: BuildOptions) -> FileOutcome:
+def _atomic_graphs(path: Path, options: BatchBuildOptions) -> FileOutcome:
     """Every structure of the file that builds; the others as ``FILE[INDEX]`` failures."""
     from graph_builders.atomic import AtomicGraphBuilder
     from graph_builders.readers import InvalidStructureError, read_structures
@@ -247,7 +247,7 @@ def _mesoscale_graph(path: Path) -> Data:
                            targets=targets, name=name)
 
 
-def _continuum_graph(path: Path, options: BuildOptions) -> Data:
+def _continuum_graph(path: Path, options: BatchBuildOptions) -> Data:
     from graph_builders.continuum import mesh_to_graph
 
     return mesh_to_graph(path, features=list(options.features) or None,
@@ -276,7 +276,7 @@ def _head_shape(graph: Data, key: str) -> tuple[str, int]:
     return level, int(value.shape[-1]) if value.dim() == 2 else -1
 
 
-def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: BuildOptions) -> BatchResult:
+def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: BatchBuildOptions) -> BatchResult:
     """Keep the graphs that share the most common attribute layout; infer the heads."""
     signatures = Counter(_signature(g) for o in outcomes for g in o.graphs)
     common = signatures.most_common(1)[0][0] if signatures else ()
@@ -300,7 +300,7 @@ def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: Build
     return BatchResult(graphs, heads, len(files), failures, notes, files_with_graphs)
 
 
-def _infer_heads(graphs: list[Data], options: BuildOptions) -> tuple[HeadRegistry, list[str]]:
+def _infer_heads(graphs: list[Data], options: BatchBuildOptions) -> tuple[HeadRegistry, list[str]]:
     """Heads = targets every graph has with one level and dim; others are removed and reported."""
     shapes: dict[str, set[tuple[str, int]]] = {}
     present: Counter[str] = Counter()

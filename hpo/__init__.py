@@ -35,7 +35,7 @@ from hpo.optimizers import (
     make_optimizer,
 )
 from hpo.pool import CandidatePool
-from hpo.report import CampaignSummary, format_summary, load_state, summarize, write_report
+from hpo.report import ReportFigures, format_summary, load_state, summarize, write_report
 from hpo.results_table import write_results_csv
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.space import (
@@ -58,7 +58,7 @@ __all__ = [
     "CampaignConfig",
     "CampaignConfigError",
     "CampaignState",
-    "CampaignSummary",
+    "ReportFigures",
     "CandidatePool",
     "ConfigPathError",
     "Journal",

@@ -23,8 +23,8 @@ from hpo.campaign_reader import read_campaign_dir
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 
 __all__ = [
-    "CampaignSummary",
-    "PredictionError",
+    "ReportFigures",
+    "CostPredictionError",
     "ReportFiles",
     "format_summary",
     "load_state",
@@ -57,7 +57,7 @@ def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
 
 # -- summary ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class PredictionError:
+class CostPredictionError:
     """The cost model's own error: ``|log(predicted / actual)|`` slot-seconds over the completed trial
     attempts whose start journaled a prediction (``trial_started.predicted_slot_s``); ``recorded``
     counts every attempt with a prediction (0: a journal written before predictions were kept)."""
@@ -76,7 +76,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def prediction_error(state: CampaignState) -> PredictionError:
+def prediction_error(state: CampaignState) -> CostPredictionError:
     """Median and p90 of ``|log(predicted / actual)|`` with actual = slots x the result's wall time."""
     errors: list[float] = []
     recorded = 0
@@ -91,13 +91,13 @@ def prediction_error(state: CampaignState) -> PredictionError:
                 continue
             errors.append(abs(math.log(predicted / (_attempt_slots(attempt) * wall))))
     if not errors:
-        return PredictionError(0, None, None, recorded)
+        return CostPredictionError(0, None, None, recorded)
     errors.sort()
-    return PredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded)
+    return CostPredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded)
 
 
 @dataclass
-class CampaignSummary:
+class ReportFigures:
     """The figures of the report."""
 
     counts: dict[str, int]
@@ -111,7 +111,7 @@ class CampaignSummary:
     num_slots: int
     finished_reason: str | None = None
     short_names: dict[str, str] = field(default_factory=dict)
-    cost_model_error: PredictionError = field(default_factory=lambda: PredictionError(0, None, None))
+    cost_model_error: CostPredictionError = field(default_factory=lambda: CostPredictionError(0, None, None))
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -137,7 +137,7 @@ def _short_names(keys: list[str]) -> dict[str, str]:
     return out
 
 
-def summarize(state: CampaignState, top: int = 10) -> CampaignSummary:
+def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
     """Counts, best and top-N trials, slot-hours and utilisation of a campaign state."""
     busy = 0.0
     slot_ids: set[int] = set()
@@ -155,7 +155,7 @@ def summarize(state: CampaignState, top: int = 10) -> CampaignSummary:
         key=lambda r: (r.objective, r.trial_id),
     )
     keys = state.param_keys
-    return CampaignSummary(
+    return ReportFigures(
         counts={k: v for k, v in state.counts.items() if v},
         num_trials=len(state.trials),
         best=ranked[0] if ranked else None,
@@ -177,7 +177,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _format_prediction_error(err: PredictionError) -> str:
+def _format_prediction_error(err: CostPredictionError) -> str:
     if err.recorded == 0:
         return "cost model: no predictions recorded"
     if err.count == 0:
@@ -186,7 +186,7 @@ def _format_prediction_error(err: PredictionError) -> str:
             f"median {err.median:.4f}, p90 {err.p90:.4f}")
 
 
-def format_summary(summary: CampaignSummary) -> str:
+def format_summary(summary: ReportFigures) -> str:
     """The summary as plain text (what ``hydragnn-ensemble report`` prints)."""
     lines = []
     counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items()) or "none"

@@ -93,11 +93,6 @@ class TrialRecord:
         """Attempt number for a re-run."""
         return max(self.attempts) + 1 if self.attempts else 0
 
-    @property
-    def num_interrupted(self) -> int:
-        """Attempts cut short by a campaign stop (the last one included when it was running)."""
-        return sum(a.status in ("interrupted", "running") for a in self.attempts.values())
-
 
 @dataclass
 class CampaignState:

@@ -30,10 +30,6 @@ class BucketIndex:
         self._heaps: list[list[int]] = [[] for _ in range(max_key + 1)]
         self._counts: list[int] = [0] * (max_key + 1)
 
-    def key_of(self, item: int) -> int:
-        """The bucket of ``item`` (-1: none)."""
-        return self._key[item]
-
     def count(self, key: int) -> int:
         """Number of items in bucket ``key``."""
         return self._counts[key]
@@ -153,9 +149,3 @@ class BucketIndex:
                 return k
         return None
 
-    def last_nonempty_key(self) -> int | None:
-        """The largest non-empty bucket key."""
-        for k in range(self.max_key, -1, -1):
-            if self._counts[k]:
-                return k
-        return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
+from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
 
 # (dense, message, edge_dense) per conv layer; measured graphs/s at the ANCHORS configuration
 MPNN_COSTS: dict[str, tuple[float, float, float]] = {
@@ -103,8 +104,6 @@ class TrialFeatures:
         default (what the trainer will use: ``num_epoch`` 100, ``batch_size`` 32), never one of
         this class; the architecture keys the schema requires must be there. ``heads`` is the number
         of ``Variables_of_interest.output_names`` (1 when a custom trial program's config names none)."""
-        from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
-
         def value(key: str) -> Any:
             return get_by_dotted_key(config, key)
 

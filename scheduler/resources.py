@@ -121,9 +121,6 @@ class ResourcePool:
     def node_of(self, slot: int) -> int:
         return slot // self.slots_per_node
 
-    def group_of(self, node: int) -> int:
-        return node // self.node_group_size
-
     def nodes_of_group(self, group: int) -> range:
         start = group * self.node_group_size
         return range(start, min(start + self.node_group_size, self.num_nodes))
@@ -139,11 +136,6 @@ class ResourcePool:
         if node in self._drained:
             return []
         return [s for s in self.slots_of_node(node) if s not in self._owner]
-
-    def is_free(self, slot: int) -> bool:
-        """Whether ``slot`` is free (real allocations; inside :meth:`tentative` whole nodes planned
-        for multi-node trials still read as free here, use :meth:`free_on_node`)."""
-        return slot not in self._owner and self.node_of(slot) not in self._drained
 
     def owner_of(self, slot: int) -> int | None:
         """The trial holding ``slot``, or None."""

@@ -16,12 +16,19 @@ from hydragnn_ensemble.config.schema import (
     HYDRAGNN_MPNN_TYPES,
     HydraConfig,
 )
-from hydragnn_ensemble.config.to_spec import (
-    config_to_model_spec,
-    potential_heads,
-    selected_heads,
-    validate_against_heads,
-)
+
+#: Names of :mod:`hydragnn_ensemble.config.to_spec`, imported on first use: the translation to a
+#: model needs torch and the graph schema, which a campaign's rank 0 reading a config does not.
+_TO_SPEC = ("config_to_model_spec", "potential_heads", "selected_heads", "validate_against_heads")
+
+
+def __getattr__(name: str):
+    if name in _TO_SPEC:
+        from hydragnn_ensemble.config import to_spec
+
+        return getattr(to_spec, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EXTENSION_KEYS",

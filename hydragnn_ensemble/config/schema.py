@@ -85,7 +85,7 @@ class VisualizationSection(_Section):
     create_plots: bool = False
 
 
-class GraphHeads(_Section):
+class GraphHeadsSection(_Section):
     """``output_heads.graph``: shared MLP after pooling, then one MLP per graph head. Used."""
 
     num_sharedlayers: int = 2
@@ -94,7 +94,7 @@ class GraphHeads(_Section):
     dim_headlayers: list[int] = Field(default_factory=lambda: [64, 64])
 
     @model_validator(mode="after")
-    def _check(self) -> "GraphHeads":
+    def _check(self) -> "GraphHeadsSection":
         _positive("num_sharedlayers", self.num_sharedlayers)
         _positive("dim_sharedlayers", self.dim_sharedlayers)
         _check_head_layers(self.num_headlayers, self.dim_headlayers)
@@ -112,7 +112,7 @@ def _check_head_layers(num_headlayers: int, dim_headlayers: list[int]) -> None:
         _positive("every dim_headlayers entry", d)
 
 
-class NodeHeads(_Section):
+class NodeHeadsSection(_Section):
     """``output_heads.node``: one per-node MLP per node head. Used; ``type`` must be ``"mlp"``
     for our builder (HydraGNN's ``"mlp_per_node"`` and ``"conv"`` are accepted by the schema and
     rejected when a model is built)."""
@@ -122,7 +122,7 @@ class NodeHeads(_Section):
     type: Literal["mlp", "mlp_per_node", "conv"] = "mlp"
 
     @model_validator(mode="after")
-    def _check(self) -> "NodeHeads":
+    def _check(self) -> "NodeHeadsSection":
         _check_head_layers(self.num_headlayers, self.dim_headlayers)
         return self
 
@@ -130,8 +130,8 @@ class NodeHeads(_Section):
 class OutputHeads(_Section):
     """``output_heads``: the graph-level and node-level head architectures."""
 
-    graph: GraphHeads | None = None
-    node: NodeHeads | None = None
+    graph: GraphHeadsSection | None = None
+    node: NodeHeadsSection | None = None
 
 
 class ArchitectureSection(_Section):

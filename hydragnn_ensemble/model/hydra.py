@@ -13,7 +13,7 @@ units convention: energy (per atom), forces and stress are physical and forces a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -139,31 +139,38 @@ class HydraModel(nn.Module):
             raise ValueError("set_energy_normalisation needs a model with energy_head set")
         self.energy_scale.set(shift, scale)
 
-    def forward(self, data: object) -> dict[str, Tensor]:
-        """Predict every head for a graph or a PyG batch (see the module docstring)."""
-        return self.forward_with_embedding(data)[0]
+    def forward(self, data: object, geometry: EdgeGeometry | None = None) -> dict[str, Tensor]:
+        """Predict every head for a graph or a PyG batch (see the module docstring).
 
-    def forward_with_embedding(self, data: object) -> tuple[dict[str, Tensor], Tensor]:
+        ``geometry``: this batch's edge geometry for the model's radius and radial basis, computed
+        once by the caller and shared (the members of an ensemble); None computes it here. A
+        potential-mode model takes none (its forces need the geometry of its own strained vectors)."""
+        return self.forward_with_embedding(data, geometry)[0]
+
+    def forward_with_embedding(self, data: object, geometry: EdgeGeometry | None = None) -> tuple[dict[str, Tensor], Tensor]:
         """The predictions and the trunk's node features ``[N, num_conv_layers * hidden_dim]`` (every
         message-passing layer's output before its normalisation, concatenated), from one pass: what
         an uncertainty model that measures distances in the learned representation needs at no
         extra cost. The raw layer outputs keep what LayerNorm would divide away (how many
         neighbours a node has, how strong its messages are)."""
         if not self.potential_mode:
-            return self._forward(data)
+            return self._forward(data, geometry)
+        if geometry is not None:
+            raise ValueError("a potential-mode model computes its edge geometry from its own strained "
+                             "edge vectors (forces by autograd): pass geometry=None")
         outer_grad = torch.is_grad_enabled()
         with torch.enable_grad():
-            out, h = self._forward(data)
+            out, h = self._forward(data, None)
         if not outer_grad:
             out = {k: v.detach() for k, v in out.items()}
             h = h.detach()
         return out, h
 
-    def _forward(self, data: object) -> tuple[dict[str, Tensor], Tensor]:
-        trunk = self._trunk(data)
+    def _forward(self, data: object, geometry: EdgeGeometry | None) -> tuple[dict[str, Tensor], Tensor]:
+        trunk = self._trunk(data, geometry)
         return self._readout(data, trunk), torch.cat(trunk.layer_outputs, dim=1)
 
-    def _trunk(self, data: object) -> "_Trunk":
+    def _trunk(self, data: object, geometry: EdgeGeometry | None) -> "_Trunk":
         """Embedding and message passing: the node embeddings and what the readout needs."""
         spec = self.spec
         pos = data.pos
@@ -184,6 +191,8 @@ class HydraModel(nn.Module):
         if self.potential_mode:
             strained = strained_edge_vectors(data, batch, num_graphs, spec.stress_head is not None)
             geom = self.geometry(strained.vectors, edge_attr)
+        elif self.geometry is not None and geometry is not None:
+            geom = replace(geometry, edge_attr=edge_attr)
         elif self.geometry is not None:
             geom = self.geometry(edge_vectors(data), edge_attr)
         else:

@@ -1,12 +1,8 @@
-"""The single-trial trainer: ``train_trial`` (writes result.json, checkpoint, train.log) and
-``load_checkpoint`` (rebuilds a trained model)."""
+"""The single-trial trainer: ``train_trial`` writes result.json, the best-epoch checkpoint and
+train.log (a trained model is loaded back by :mod:`hydragnn_ensemble.inference`)."""
 
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
-from hydragnn_ensemble.train.checkpoint import (
-    CheckpointError,
-    LoadedModel,
-    load_checkpoint,
-)
+from hydragnn_ensemble.train.checkpoint import CheckpointError
 from hydragnn_ensemble.train.data import DataError, InMemoryGraphs, ShardedBatchSampler
 from hydragnn_ensemble.train.distributed import DistributedContext
 from hydragnn_ensemble.train.normalisation import Normaliser
@@ -19,10 +15,8 @@ __all__ = [
     "DataError",
     "DistributedContext",
     "InMemoryGraphs",
-    "LoadedModel",
     "Normaliser",
     "ShardedBatchSampler",
     "Trainer",
-    "load_checkpoint",
     "train_trial",
 ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass
@@ -27,20 +28,30 @@ class EarlyStopping:
 
 @dataclass
 class TimeBudget:
-    """A wall-clock budget started at ``start`` (monotonic seconds); ``None`` = unlimited.
+    """A wall-clock budget of ``budget_s`` seconds (``None`` = unlimited) started at ``start``
+    (``clock`` seconds; default: now). ``clock`` is ``time.monotonic`` unless a test gives its own.
 
     ``reserve_s`` is kept for the final evaluation of the best model: training stops when less than
     that remains."""
 
     budget_s: float | None
-    start: float = field(default_factory=time.monotonic)
+    start: float | None = None
     reserve_s: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        if self.start is None:
+            self.start = self.clock()
+
+    def now(self) -> float:
+        """The budget's clock (what the trainer times its epochs with)."""
+        return self.clock()
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self.start
+        return self.clock() - self.start
 
     def expired(self) -> bool:
         if self.budget_s is None:
             return False
-        return time.monotonic() - self.start > self.budget_s - self.reserve_s
+        return self.clock() - self.start > self.budget_s - self.reserve_s

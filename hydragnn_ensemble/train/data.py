@@ -191,6 +191,52 @@ def prepare_data(
     ``where`` names the dataset in error messages. NaN/inf targets raise :class:`DataError`
     listing ``split[index]`` of each bad sample unless ``skip_nan_targets``.
     """
+    _check_splits(source, where)
+    stats = _TrainStats(heads, fields, degree_histogram)
+    splits: dict[str, Sequence[Data]] = {}
+    skipped: dict[str, list[int]] = {}
+    problems = _Problems()
+    widths: tuple[int, int, bool] | None = None
+    for split in SPLITS:
+        base = source.dataset(split)
+        keep: list[int] = []
+        slim: list[Data] = []
+        for i in range(source.num_graphs(split)):
+            d = base[i]
+            if problems.found(split, i, d, heads):
+                continue
+            this = _widths(d)
+            if widths is None:
+                widths = this
+            elif this[:2] != widths[:2]:
+                problems.shape.append((split, i, f"x/edge_attr widths {this[:2]} differ from the first "
+                                                 f"graph's {widths[:2]}"))
+                continue
+            keep.append(i)
+            if preload:
+                slim.append(fields.slim(d))
+            if split == "trainset":
+                stats.add(d)
+        splits[split] = slim if preload else SlimDataset(base, keep, fields)
+        if len(keep) < source.num_graphs(split):
+            kept = set(keep)
+            skipped[split] = [i for i in range(source.num_graphs(split)) if i not in kept]
+    problems.check(where, skip_nan_targets)
+    for split in SPLITS:
+        if len(splits[split]) == 0:
+            raise DataError(f"{where}: split {split!r} has no usable graphs after skipping NaN targets")
+    assert widths is not None and stats.x_moments is not None
+    x_stats = stats.x_moments.stats()
+    _standardise(splits, x_stats)
+    return PreparedData(
+        heads=heads, splits=splits, normaliser=stats.fit.finish(), x_stats=x_stats,
+        node_feature_dim=widths[0], edge_dim=widths[1], has_atomic_numbers=widths[2],
+        degree_histogram=stats.deg_hist.tolist() if degree_histogram else None,
+        skipped=skipped, metadata=dict(getattr(source, "metadata", None) or {}),
+    )
+
+
+def _check_splits(source: GraphSource, where: str) -> None:
     names = list(getattr(source, "split_names", SPLITS))
     missing = [s for s in SPLITS if s not in names]
     if missing:
@@ -200,98 +246,75 @@ def prepare_data(
             raise DataError(f"{where}: split {split!r} is empty; training needs graphs in "
                             f"{', '.join(SPLITS)}")
 
-    fit = NormaliserFit(heads)
-    x_moments: RunningMoments | None = None
-    deg_hist = torch.zeros(1, dtype=torch.long)
-    splits: dict[str, Sequence[Data]] = {}
-    skipped: dict[str, list[int]] = {}
-    nan_bad: list[tuple[str, int, str]] = []
-    shape_bad: list[tuple[str, int, str]] = []
-    widths: tuple[int, int, bool] | None = None
 
-    for split in SPLITS:
-        base = source.dataset(split)
-        keep: list[int] = []
-        slim: list[Data] = []
-        for i in range(source.num_graphs(split)):
-            d = base[i]
-            n = d.num_nodes
-            problem = None
-            for h in heads:
-                y = getattr(d, h.key, None)
-                rows = 1 if h.level == "graph" else n
-                if y is None or tuple(y.shape) != (rows, h.dim):
-                    got = None if y is None else tuple(y.shape)
-                    shape_bad.append((split, i, f"{h.key} must be [{rows}, {h.dim}], got {got}"))
-                    problem = "shape"
-                    break
-                if not bool(torch.isfinite(y).all()):
-                    problem = f"{h.key} has NaN/inf"
-                    break
-            if problem == "shape":
-                continue
-            if problem is not None:
-                nan_bad.append((split, i, problem))
-                continue
-            x_w = d.x.shape[1] if d.x is not None and d.x.dim() == 2 else -1
-            e_w = d.edge_attr.shape[1] if getattr(d, "edge_attr", None) is not None else 0
-            this = (x_w, e_w, getattr(d, "z", None) is not None)
-            if widths is None:
-                widths = this
-            elif this[:2] != widths[:2]:
-                shape_bad.append((split, i, f"x/edge_attr widths {this[:2]} differ from the first "
-                                            f"graph's {widths[:2]}"))
-                continue
-            keep.append(i)
-            if preload:
-                slim.append(fields.slim(d))
-            if split == "trainset":
-                fit.add(d)
-                x_sel = d.x if fields.x_columns is None else d.x[:, list(fields.x_columns)]
-                if x_moments is None:
-                    x_moments = RunningMoments(x_sel.shape[1])
-                x_moments.add(x_sel)
-                if degree_histogram:
-                    deg = torch.bincount(d.edge_index[1], minlength=n)
-                    h = torch.bincount(deg)
-                    if h.numel() > deg_hist.numel():
-                        h, deg_hist = deg_hist, h
-                    deg_hist[: h.numel()] += h
-        splits[split] = slim if preload else SlimDataset(base, keep, fields)
-        if len(keep) < source.num_graphs(split):
-            kept = set(keep)
-            dropped = [i for i in range(source.num_graphs(split)) if i not in kept]
-            skipped[split] = dropped
+def _widths(d: Data) -> tuple[int, int, bool]:
+    """(x width, edge_attr width, has z) of one graph."""
+    x_w = d.x.shape[1] if d.x is not None and d.x.dim() == 2 else -1
+    e_w = d.edge_attr.shape[1] if getattr(d, "edge_attr", None) is not None else 0
+    return x_w, e_w, getattr(d, "z", None) is not None
 
-    if shape_bad:
-        raise DataError(f"{where}: {len(shape_bad)} sample(s) do not match the heads: {_describe(shape_bad)}")
-    if nan_bad and not skip_nan_targets:
-        raise DataError(f"{where}: {len(nan_bad)} sample(s) have NaN/inf targets: {_describe(nan_bad)} "
-                        "(set NeuralNetwork.Training.skip_nan_targets to leave them out)")
-    for split in SPLITS:
-        if len(splits[split]) == 0:
-            raise DataError(f"{where}: split {split!r} has no usable graphs after skipping NaN targets")
-    assert widths is not None and x_moments is not None
-    x_stats = x_moments.stats()
-    for split in SPLITS:
-        graphs = splits[split]
+
+@dataclass
+class _Problems:
+    """Samples whose targets do not fit the heads (always an error) or are not finite."""
+
+    shape: list[tuple[str, int, str]] = field(default_factory=list)
+    nan: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def found(self, split: str, i: int, d: Data, heads: HeadRegistry) -> bool:
+        """Record the first problem of sample ``split[i]``; True when it has one."""
+        for h in heads:
+            y = getattr(d, h.key, None)
+            rows = 1 if h.level == "graph" else d.num_nodes
+            if y is None or tuple(y.shape) != (rows, h.dim):
+                got = None if y is None else tuple(y.shape)
+                self.shape.append((split, i, f"{h.key} must be [{rows}, {h.dim}], got {got}"))
+                return True
+            if not bool(torch.isfinite(y).all()):
+                self.nan.append((split, i, f"{h.key} has NaN/inf"))
+                return True
+        return False
+
+    def check(self, where: str, skip_nan_targets: bool) -> None:
+        if self.shape:
+            raise DataError(f"{where}: {len(self.shape)} sample(s) do not match the heads: {_describe(self.shape)}")
+        if self.nan and not skip_nan_targets:
+            raise DataError(f"{where}: {len(self.nan)} sample(s) have NaN/inf targets: {_describe(self.nan)} "
+                            "(set NeuralNetwork.Training.skip_nan_targets to leave them out)")
+
+
+class _TrainStats:
+    """What the training split gives the trainer: target normalisation, input-feature moments and
+    (for PNA) the in-degree histogram."""
+
+    def __init__(self, heads: HeadRegistry, fields: FieldSelection, degree_histogram: bool) -> None:
+        self.fit = NormaliserFit(heads)
+        self.fields = fields
+        self.x_moments: RunningMoments | None = None
+        self.degree_histogram = degree_histogram
+        self.deg_hist = torch.zeros(1, dtype=torch.long)
+
+    def add(self, d: Data) -> None:
+        self.fit.add(d)
+        x_sel = d.x if self.fields.x_columns is None else d.x[:, list(self.fields.x_columns)]
+        if self.x_moments is None:
+            self.x_moments = RunningMoments(x_sel.shape[1])
+        self.x_moments.add(x_sel)
+        if self.degree_histogram:
+            h = torch.bincount(torch.bincount(d.edge_index[1], minlength=d.num_nodes))
+            if h.numel() > self.deg_hist.numel():
+                h, self.deg_hist = self.deg_hist, h
+            self.deg_hist[: h.numel()] += h
+
+
+def _standardise(splits: dict[str, Sequence[Data]], x_stats: HeadStats) -> None:
+    """Standardise x with the training split's moments (lazily for a not preloaded split)."""
+    for graphs in splits.values():
         if isinstance(graphs, SlimDataset):
             graphs.x_stats = x_stats
         else:
             for d in graphs:
                 d.x = standardise_x(d.x, x_stats)
-    return PreparedData(
-        heads=heads,
-        splits=splits,
-        normaliser=fit.finish(),
-        x_stats=x_stats,
-        node_feature_dim=widths[0],
-        edge_dim=widths[1],
-        has_atomic_numbers=widths[2],
-        degree_histogram=deg_hist.tolist() if degree_histogram else None,
-        skipped=skipped,
-        metadata=dict(getattr(source, "metadata", None) or {}),
-    )
 
 
 class ShardedBatchSampler(Sampler[list[int]]):

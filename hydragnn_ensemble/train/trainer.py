@@ -26,7 +26,7 @@ import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -276,9 +276,9 @@ class Trainer:
                        f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
                        f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
         for epoch in range(tr.num_epoch):
-            t0 = time.monotonic()
+            t0 = self.budget.now()
             train_loss, diverged, out_of_time, graphs = self.train_epoch(epoch)
-            t_train = time.monotonic() - t0
+            t_train = self.budget.now() - t0
             if diverged:
                 status, reason = "diverged", f"non-finite training loss in epoch {epoch}"
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
@@ -287,9 +287,9 @@ class Trainer:
                 status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
-            t1 = time.monotonic()
+            t1 = self.budget.now()
             acc = self.evaluate("valset")
-            t_val = time.monotonic() - t1
+            t_val = self.budget.now() - t1
             # keep enough time to evaluate the test split with the best weights at the end
             self.budget.reserve_s = t_val * (1.0 + n_test / max(n_val, 1)) + 1.0
             objective = self.loss.objective(acc)
@@ -305,7 +305,7 @@ class Trainer:
                 best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
                 best.val_errors = self.loss.head_errors(acc)
                 self._save(best)
-            stats = EpochStats(epoch, train_loss, objective, lr, t_train, time.monotonic() - t0, graphs)
+            stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
             self.history.append(stats)
             self.log.write(
                 f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
@@ -397,6 +397,27 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:2000]
 
 
+def _fit(config: HydraConfig, data: str | os.PathLike | GraphSource, run_dir: Path, dev: torch.device,
+         pg: ProcessGroup, log: TrialLog, budget: TimeBudget, progress: bool) -> TrialResult:
+    """Prepare the data (a file is closed as soon as everything is in memory) and train."""
+    where = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
+    source = open_source(data)
+    owned = source is not data
+    try:
+        prepared, dataset_heads = prepare_trial_data(config, source, where)
+        if owned and config.training.preload:
+            source.close()  # everything is in memory now
+            owned = False
+        for split, idx in prepared.skipped.items():
+            log.write(f"skipped {len(idx)} {split} sample(s) with NaN/inf targets: {idx[:20]}")
+        trainer = Trainer(config, prepared, run_dir, dataset_heads=dataset_heads, device=dev,
+                          pg=pg, log=log, budget=budget, progress=progress)
+        return trainer.fit()
+    finally:
+        if owned:
+            source.close()
+
+
 def train_trial(
     config: HydraConfig | str | os.PathLike,
     data: str | os.PathLike | GraphSource,
@@ -408,6 +429,7 @@ def train_trial(
     distributed: DistributedContext | None = None,
     raise_errors: bool = False,
     started_at: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TrialResult:
     """Train one trial and write ``RUN_DIR/result.json`` (see the module docstring).
 
@@ -415,9 +437,10 @@ def train_trial(
     ``Training.time_budget_s``. ``distributed`` says this process's rank in a data-parallel trial
     (default: one process). Exceptions become a ``failed`` result (with traceback) unless
     ``raise_errors``. ``started_at`` (``time.monotonic()``) is when the time budget started, if
-    earlier than this call (the CLI passes its own start, so that start-up counts).
+    earlier than this call (the CLI passes its own start, so that start-up counts). ``clock``
+    replaces ``time.monotonic`` for the budget and the epoch timings (a test's virtual clock).
     """
-    budget = TimeBudget(None) if started_at is None else TimeBudget(None, start=started_at)
+    budget = TimeBudget(None, start=started_at, clock=clock)
     ctx = distributed or DistributedContext()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -431,23 +454,8 @@ def train_trial(
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
             torch.cuda.reset_peak_memory_stats(dev)
-        where = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
         with ProcessGroup(ctx, dev) as pg:
-            source = open_source(data)
-            owned = source is not data
-            try:
-                prepared, dataset_heads = prepare_trial_data(config, source, where)
-                if owned and config.training.preload:
-                    source.close()  # everything is in memory now
-                    owned = False
-                for split, idx in prepared.skipped.items():
-                    log.write(f"skipped {len(idx)} {split} sample(s) with NaN/inf targets: {idx[:20]}")
-                trainer = Trainer(config, prepared, run_dir, dataset_heads=dataset_heads, device=dev,
-                                  pg=pg, log=log, budget=budget, progress=progress)
-                result = trainer.fit()
-            finally:
-                if owned:
-                    source.close()
+            result = _fit(config, data, run_dir, dev, pg, log, budget, progress)
     except Exception as exc:  # every failure must end as a result.json, never a silent crash
         if raise_errors:
             raise

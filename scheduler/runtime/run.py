@@ -168,24 +168,11 @@ def run_campaign(
         raise CampaignSetupError(
             "an HPO campaign needs at least 2 MPI ranks (rank 0 schedules, ranks 1.. run trials): "
             "mpiexec -n 3 hydragnn-ensemble hpo CAMPAIGN.yaml")
-    rank = comm.Get_rank()
     me = hello(comm)
     hellos = comm.gather(me, root=0)
-    # start-up in two steps (see the module docstring); a blocking bcast would spin a core per agent
-    if rank != 0:
-        payload = comm.bcast(None, root=0)
-        if "error" in payload:
-            raise CampaignSetupError(payload["error"])
-        agent = Agent(comm, payload["assignments"][rank], me, payload["device"], payload["launcher"])
-        agent.launcher.ready()  # the campaign starts when every slot can start a trial at once
-        wait_quietly(comm.Ibarrier())
-        go = comm.bcast(None, root=0)
-        if "error" in go:
-            agent.launcher.close()
-            raise CampaignSetupError(go["error"])
-        agent.run()
+    if comm.Get_rank() != 0:
+        _run_agent(comm, me)
         return None
-
     cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
     try:
         cfg, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None,
@@ -200,12 +187,33 @@ def run_campaign(
         _refuse(comm, exc, barrier=True)
     wait_quietly(comm.Ibarrier(), 0.001)  # agents may still be importing: do not spin a core
     comm.bcast({"go": True}, root=0)
+    return _run_rank0(setup, progress, stream)
+
+
+def _run_agent(comm, me) -> None:
+    """An agent's side of the start-up (see the module docstring), then its loop until Shutdown.
+    A blocking bcast would spin a core per agent: the agents wait in a sleeping barrier."""
+    payload = comm.bcast(None, root=0)
+    if "error" in payload:
+        raise CampaignSetupError(payload["error"])
+    agent = Agent(comm, payload["assignments"][comm.Get_rank()], me, payload["device"], payload["launcher"])
+    agent.launcher.ready()  # the campaign starts when every slot can start a trial at once
+    wait_quietly(comm.Ibarrier())
+    go = comm.bcast(None, root=0)
+    if "error" in go:
+        agent.launcher.close()
+        raise CampaignSetupError(go["error"])
+    agent.run()
+
+
+def _run_rank0(setup: _Setup, progress: bool, stream: TextIO) -> CampaignSummary:
+    """Rank 0's loop over the opened campaign; the agents are shut down and the session closed
+    however it ends."""
     sched = setup.scheduler
     sched.progress = ProgressLine(stream=stream, enabled=progress)
     for notice in setup.notices:
         print(f"hpo: {notice}", file=stream, flush=True)
     reason = "campaign over"
-    summary = None
     try:
         summary = sched.run()
         reason = summary.reason

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from hydragnn_ensemble.result import OOM_REASON, TrialResult
+from hydragnn_ensemble.run_dir import RunDir
 from scheduler.runtime.log_cap import CHECK_EVERY_S, cap_log
 from scheduler.runtime.messages import PartExited, StartTrial
 
@@ -320,7 +321,7 @@ def part_exited(proc: TrialProcess, agent_rank: int, returncode: int, now: float
     start = proc.start
     result, error = None, None
     if start.read_result:
-        path = Path(start.run_dir) / "result.json"
+        path = RunDir(Path(start.run_dir)).result
         if path.exists():
             try:
                 result = TrialResult.read(path).to_dict()

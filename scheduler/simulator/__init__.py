@@ -1,7 +1,7 @@
 """Discrete-event simulator of HPO campaigns on large clusters (real pool, policies, cost model)."""
 
 from scheduler.simulator.engine import SimConfig, SimState, SimulationError, simulate
-from scheduler.simulator.results import SIM_JSON_KEYS, SimResult, TrialRecord
+from scheduler.simulator.results import SIM_JSON_KEYS, SimResult, SimAttempt
 from scheduler.simulator.workload import (
     SimTrial,
     WorkloadError,
@@ -12,6 +12,6 @@ from scheduler.simulator.workload import (
 )
 
 __all__ = [
-    "SIM_JSON_KEYS", "SimConfig", "SimResult", "SimState", "SimTrial", "SimulationError", "TrialRecord",
+    "SIM_JSON_KEYS", "SimConfig", "SimResult", "SimState", "SimTrial", "SimulationError", "SimAttempt",
     "WorkloadError", "generate_workload", "make_cost_model", "replay_workload", "sample_features", "simulate",
 ]

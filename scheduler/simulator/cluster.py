@@ -16,7 +16,7 @@ from scheduler.cost_model import CostModel
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import NodeHealth, ResourcePool
-from scheduler.simulator.results import TrialRecord
+from scheduler.simulator.results import SimAttempt
 from scheduler.simulator.workload import SimTrial
 from scheduler.sizing import SizedTrial
 
@@ -158,7 +158,7 @@ class SimulatedCluster(LoopActions):
         self.rng = rng
         self.on_finished = on_finished
         self.now = 0.0
-        self.records: list[TrialRecord] = []
+        self.records: list[SimAttempt] = []
         self.submitted_at: dict[int, float] = {}
         self.width: dict[int, int] = {}  # slots each trial's current attempt uses
         self.started: dict[int, int] = {}  # attempts started per trial
@@ -193,7 +193,7 @@ class SimulatedCluster(LoopActions):
     def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
         tid = rt.spec.trial_id
         self.health.record(rt.slots, result.ok, result.failure_reason)
-        self.records.append(TrialRecord(tid, rt.spec.attempt + 1, self.width[tid], rt.slots,
+        self.records.append(SimAttempt(tid, rt.spec.attempt + 1, self.width[tid], rt.slots,
                                         self.submitted_at[tid], rt.start_time, self.now, result.ok))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:

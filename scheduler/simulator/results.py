@@ -45,7 +45,7 @@ def is_sim_json(path: Path) -> bool:
 
 
 @dataclass(frozen=True)
-class TrialRecord:
+class SimAttempt:
     """One attempt of a trial: requested size, slots held, times, outcome."""
 
     trial_id: int
@@ -63,7 +63,7 @@ class SimResult:
     """Figures of one simulated campaign (``to_dict`` is sim.json) plus its attempts for plots."""
 
     summary: dict[str, Any]
-    records: list[TrialRecord] = field(repr=False, default_factory=list)
+    records: list[SimAttempt] = field(repr=False, default_factory=list)
     total_slots: int = 0
     slots_per_node: int = 8
 
@@ -82,7 +82,7 @@ def _q(values: list[float], q: float) -> float | None:
     return float(np.quantile(values, q)) if values else None
 
 
-def summarise(trials, records: list[TrialRecord], latencies: list[float], cpu_times: list[float], config, policy_name: str,
+def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
               pool, health, model, max_pending: int, wall_s: float) -> SimResult:
     """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
     slots = pool.total_slots

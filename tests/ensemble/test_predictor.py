@@ -15,7 +15,7 @@ from torch_geometric.data import Batch
 
 from ensemble import EnsemblePredictor, read_manifest, read_split, write_manifest
 from graph_builders.atomic import atoms_to_graph
-from hydragnn_ensemble.train import load_checkpoint
+from hydragnn_ensemble.inference import load_checkpoint
 
 
 def _alloys() -> list[Atoms]:
@@ -164,7 +164,7 @@ def test_shared_edge_work_gives_the_same_predictions_and_computes_geometry_once(
     import torch
 
     from ensemble import BuildOptions, build_ensemble
-    from ensemble._shared import EdgeWork, SharedGeometry, active_work, share_geometry
+    from ensemble.edge_work import EdgeWork
     from ensemble.predictor import MemberModel, run_members, slim_graph
 
     out = tmp_path / "all5"
@@ -180,25 +180,24 @@ def test_shared_edge_work_gives_the_same_predictions_and_computes_geometry_once(
         for key in pa:
             np.testing.assert_allclose(pa[key], pb[key], rtol=1e-5, atol=1e-5 * max(np.abs(pb[key]).max(), 1e-12))
         np.testing.assert_allclose(oa.features, ob.features, rtol=1e-4, atol=1e-4 * np.abs(ob.features).max())
-    geometric = [m for m in fused.members if isinstance(m.loaded.model.geometry, SharedGeometry)]
+    geometric = [m for m in fused.members if m.loaded.geometry_encoder is not None]
     types = sorted(m.loaded.spec.mpnn_type for m in geometric)
     assert types == ["CGCNN", "SchNet"]  # GIN has no geometry to share
-    assert not any(isinstance(getattr(m.loaded.model, "geometry", None), SharedGeometry) for m in plain.members)
-    # two members with the same radius and basis: the encoder runs once per batch
-    calls = []
+    # two members with the same radius and basis: the encoder runs once per batch (the first
+    # member's; the second is handed the result), and the models' own encoders stay in place
+    calls = {id(m): [] for m in geometric}
     for m in geometric:
-        m.loaded.model.geometry.encoder.register_forward_hook(lambda *args: calls.append(1))
+        m.loaded.model.geometry.register_forward_hook(lambda *args, key=id(m): calls[key].append(1))
     batch = Batch.from_data_list([slim_graph(g) for g in graphs[:4]])
     work = EdgeWork(batch)
     for m in geometric:
-        with active_work(share_geometry(m.loaded.model), work), torch.inference_mode():
-            m.loaded.predict(batch)
-    assert (len(calls), work.hits) == (1, 1)
-    # outside a batch's work the shared module is the plain encoder
-    calls.clear()
-    own = geometric[0].loaded.predict(batch)
-    assert len(calls) == 1 and geometric[0].loaded.model.geometry.work is None
-    member = MemberModel(0, 1.0, geometric[0].loaded, 5.0)
+        with torch.inference_mode():
+            m.loaded.predict(batch, work.geometry_for(m.loaded.geometry_encoder))
+    assert [len(c) for c in calls.values()] == [1, 0] and work.hits == 1
+    # without a shared geometry each model computes its own
+    own = geometric[1].loaded.predict(batch)
+    assert len(calls[id(geometric[1])]) == 1
+    member = MemberModel(0, 1.0, geometric[1].loaded, 5.0)
     again = run_members([member], graphs[:4], cutoff=5.0)[0].preds
     np.testing.assert_allclose(again["formation_energy"], own["formation_energy"].double().numpy(), rtol=1e-6)
 

@@ -87,7 +87,7 @@ def test_greedy_on_a_real_campaign(direct_campaign, tmp_path):
 
 
 def test_manifest_records_members(direct_campaign, direct_ensemble):
-    from hydragnn_ensemble.train import load_checkpoint
+    from hydragnn_ensemble.inference import load_checkpoint
 
     manifest = read_manifest(direct_ensemble)
     ids = [m.trial_id for m in manifest.members]

@@ -77,7 +77,7 @@ def paths(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from graph_builders.batch_build import BuildOptions, build_graphs, expand_inputs, write_errors
+    from graph_builders.batch_build import BatchBuildOptions, build_graphs, expand_inputs, write_errors
     from graph_builders.store import describe, write_dataset
     from hydragnn_ensemble.cli import UserError
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_neighbours is not None and args.max_neighbours < 1:
         raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
     fractions = parse_fractions(args.fractions)
-    options = BuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets),
+    options = BatchBuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets),
                            allow_isolated=args.allow_isolated)
     files = expand_inputs(args.inputs)
     if not files:
