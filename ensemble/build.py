@@ -68,6 +68,7 @@ class BuildOptions:
     batch_size: int = 32
     overwrite: bool = False
     progress: bool = False
+    include_stopped: bool = False  # trials the campaign's stopper ended early may be members
 
 
 def _load(trial: CampaignTrial):
@@ -212,7 +213,7 @@ def build_ensemble(campaign_dir: str | os.PathLike, out: str | os.PathLike,
                    options: BuildOptions | None = None) -> Manifest:
     """Select members from ``campaign_dir`` and write the ensemble directory ``out``."""
     options = options or BuildOptions()
-    info = read_campaign(campaign_dir)
+    info = read_campaign(campaign_dir, include_stopped=options.include_stopped)
     out = Path(out)
     _check_output_of(info, out, options)  # before the (greedy: costly) selection
     selection = choose_members(info, options)

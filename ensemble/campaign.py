@@ -28,7 +28,7 @@ from typing import Any
 from hpo.campaign_reader import CampaignReadError, read_campaign_dir
 from hpo.objective import objective_value
 from hydragnn_ensemble.path_guard import PathGuardError, contained_path
-from hydragnn_ensemble.result import STATUSES_WITH_OBJECTIVE, TrialResult
+from hydragnn_ensemble.result import STATUSES_WITH_OBJECTIVE, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import RunDir
 
 
@@ -112,8 +112,10 @@ def _objective(result: TrialResult, key: str) -> float | None:
     return objective_value(result, key)
 
 
-def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
-    """Read every trial of ``campaign_dir`` and decide which are ensemble candidates."""
+def read_campaign(campaign_dir: str | os.PathLike, include_stopped: bool = False) -> CampaignInfo:
+    """Read every trial of ``campaign_dir`` and decide which are ensemble candidates. Trials the
+    campaign's stopper ended early (``stopped``) are candidates only with ``include_stopped``: their
+    best epoch is an early one, kept for the optimizer, not a finished model."""
     record = read_campaign_dir(campaign_dir)
     state, objective_key = record.state, record.objective_key
     trials: dict[int, CampaignTrial] = {}
@@ -130,7 +132,7 @@ def read_campaign(campaign_dir: str | os.PathLike) -> CampaignInfo:
                 trial.excluded_because = str(exc)
         trial.status = journal_status or (trial.result.status if trial.result else "missing")
         if trial.excluded_because is None:
-            trial.excluded_because = _exclusion(trial, journal_status, objective_key)
+            trial.excluded_because = _exclusion(trial, journal_status, objective_key, include_stopped)
         if trial.excluded_because is None:
             trial.objective = _objective(trial.result, objective_key)
         trial.reported_objective = _reported_objective(trial, journal, objective_key)
@@ -150,8 +152,11 @@ def _reported_objective(trial: CampaignTrial, record, objective_key: str) -> flo
     return None
 
 
-def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str) -> str | None:
+def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str,
+               include_stopped: bool = False) -> str | None:
     """Why ``trial`` cannot be a member, or None."""
+    if not include_stopped and TrialStatus.STOPPED in (journal_status, trial.result and trial.result.status):
+        return "stopped early by the campaign's stopper (select --include-stopped to allow it)"
     if journal_status is not None and journal_status not in STATUSES_WITH_OBJECTIVE:
         return f"journal status {journal_status}"
     result = trial.result

@@ -11,6 +11,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "campaign_started": ("campaign", "resume", "ranks", "slots"),
     "trial_suggested": ("trial_id", "params", "attempt"),
     "trial_started": ("trial_id", "attempt", "slots", "hosts", "size"),
+    "trial_progress": ("trial_id", "attempt", "epoch", "objective"),
     "trial_finished": ("trial_id", "attempt", "result"),
     "trial_failed": ("trial_id", "attempt", "reason", "log_tail", "result"),
     "campaign_finished": ("reason",),

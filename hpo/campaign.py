@@ -37,6 +37,7 @@ __all__ = [
     "CampaignConfig",
     "CampaignConfigError",
     "OptimizerConfig",
+    "EarlyStoppingConfig",
     "ResourcesConfig",
     "check_unchanged",
     "freeze",
@@ -93,6 +94,33 @@ class ResourcesConfig(_Strict):
         return sorted(sizes)
 
 
+class EarlyStoppingConfig(_Strict):
+    """``early_stopping:`` section: which stopper (:mod:`hpo.stoppers`) ends trials early from their
+    learning curves, with its options (e.g. ``{method: asha, min_epochs: 1, reduction_factor: 3}``);
+    ``method: none`` (the default) trains every trial to its budget."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True)
+    method: str = "none"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _known(self) -> "EarlyStoppingConfig":
+        if self.method != "none":
+            from hpo.stoppers import make_stopper
+
+            make_stopper(self.method, self.options)  # raises naming the method or the option
+        return self
+
+    def make(self):
+        """The stopper, or None for ``method: none``."""
+        from hpo.stoppers import make_stopper
+
+        return None if self.method == "none" else make_stopper(self.method, self.options)
+
+
 LOSS_FUNCTION_KEY = "NeuralNetwork.Training.loss_function_type"
 
 
@@ -104,6 +132,7 @@ class CampaignConfig(_Strict):
     search_space: dict[str, Any]
     objective: str = "objective"
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    early_stopping: EarlyStoppingConfig = Field(default_factory=EarlyStoppingConfig)
     max_trials: int = Field(ge=1)
     max_time_s: float | None = Field(None, gt=0)
     trial_time_limit_s: float = Field(3600.0, gt=0)

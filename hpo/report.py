@@ -31,6 +31,7 @@ __all__ = [
     "plot_gantt",
     "plot_objective",
     "prediction_error",
+    "plot_curves",
     "summarize",
     "write_report",
 ]
@@ -39,6 +40,7 @@ STATUS_COLOURS = {
     "completed": "#2ca02c",
     "diverged": "#ff7f0e",
     "timeout": "#9467bd",
+    "stopped": "#8c564b",
     "failed": "#d62728",
     "interrupted": "#7f7f7f",
     "running": "#1f77b4",
@@ -112,6 +114,7 @@ class ReportFigures:
     finished_reason: str | None = None
     short_names: dict[str, str] = field(default_factory=dict)
     cost_model_error: CostPredictionError = field(default_factory=lambda: CostPredictionError(0, None, None))
+    stopped: list[tuple[int, int]] = field(default_factory=list)  # (trial, epochs trained) ended early
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -168,6 +171,8 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         finished_reason=state.finished_reason,
         short_names=_short_names(keys),
         cost_model_error=prediction_error(state),
+        stopped=[(r.trial_id, int((r.result or {}).get("epochs") or 0)) for r in state.finished
+                 if r.status == "stopped"],
     )
 
 
@@ -203,6 +208,9 @@ def format_summary(summary: ReportFigures) -> str:
     if summary.finished_reason:
         lines.append(f"campaign finished: {summary.finished_reason}")
     lines.append(_format_prediction_error(summary.cost_model_error))
+    if summary.stopped:
+        where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
+        lines.append(f"stopped early ({len(summary.stopped)} trials, trial @ epochs trained): {where}")
     if summary.top:
         names = [summary.short_names.get(k, k) for k in summary.param_keys]
         header = ["rank", "trial", "objective", *names, "slots", "wall_s"]
@@ -320,17 +328,52 @@ def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
+def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
+    """The learning curves the trials reported (validation objective per epoch), a stopped trial's
+    ending in a cross, the best trial's bold; False (nothing written) when no trial reported any."""
+    curves = [(r, r.last_attempt.curve) for r in state.trials.values() if r.last_attempt and r.last_attempt.curve]
+    if not curves:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    best = min((r for r, _ in curves if r.objective is not None), key=lambda r: r.objective, default=None)
+    for record, curve in curves:
+        points = [(e, v) for e, v in curve if v is not None]
+        if not points:
+            continue
+        epochs, values = zip(*points)
+        is_best = record is best
+        ax.plot(epochs, values, lw=2.2 if is_best else 0.8, alpha=1.0 if is_best else 0.55,
+                color=STATUS_COLOURS.get(record.status, "#7f7f7f"),
+                label=f"best: trial {record.trial_id}" if is_best else None)
+        if record.status == "stopped":
+            ax.plot(epochs[-1], values[-1], "x", color="#d62728", ms=5)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"validation {state.objective_key}")
+    ax.set_yscale("log" if all(v > 0 for _, c in curves for _, v in c if v is not None) else "linear")
+    stopped = sum(r.status == "stopped" for r, _ in curves)
+    ax.set_title(f"learning curves of {len(curves)} trials ({stopped} stopped early: x)")
+    if best is not None:
+        ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
 @dataclass
 class ReportFiles:
-    """What :func:`write_report` produced."""
+    """What :func:`write_report` produced (``curves_png`` None: no trial reported epochs)."""
 
     text: str
     objective_png: Path
     gantt_png: Path
+    curves_png: Path | None = None
 
 
 def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
-    """Summary text plus ``report/objective.png`` and ``report/gantt.png`` in ``campaign_dir``."""
+    """Summary text plus ``report/objective.png``, ``report/gantt.png`` and (when trials reported
+    epochs) ``report/curves.png`` in ``campaign_dir``."""
     campaign_dir = Path(campaign_dir)
     state = load_state(campaign_dir)
     out = CampaignDir.at(campaign_dir).report
@@ -338,4 +381,6 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
     files = ReportFiles(format_summary(summarize(state, top)), out / "objective.png", out / "gantt.png")
     plot_objective(state, files.objective_png)
     plot_gantt(state, files.gantt_png)
+    if plot_curves(state, out / "curves.png"):
+        files.curves_png = out / "curves.png"
     return files

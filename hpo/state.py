@@ -49,6 +49,7 @@ class AttemptRecord:
     result: dict | None = None
     predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
     retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
+    curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, objective) reported
 
     @property
     def ended(self) -> bool:
@@ -107,6 +108,8 @@ class CampaignState:
     finished_reason: str | None = None
     num_events: int = 0
     num_duplicates: int = 0
+    #: every epoch report, ``(trial_id, epoch, objective)`` in journal order: what a stopper replays
+    progress: list[tuple[int, int, float | None]] = field(default_factory=list)
     _seen_ends: set[tuple[int, int]] = field(default_factory=set, repr=False)
 
     # -- folding ----------------------------------------------------------------------------------
@@ -166,6 +169,17 @@ class CampaignState:
         record.attempts[attempt] = AttemptRecord(
             attempt, start=t, slots=slots, hosts=event.get("hosts") or [],
             size=event.get("size") or len(slots), predicted_slot_s=event.get("predicted_slot_s"))
+
+    def _on_progress(self, event: Mapping[str, Any], t: float | None) -> None:
+        record = self._trial(event)
+        attempt = record.attempts.get(event["attempt"])
+        if attempt is None:
+            raise JournalEventError(f"journal event #{self.num_events}: progress of trial {event['trial_id']} "
+                                    f"attempt {event['attempt']}, which never started")
+        value = event["objective"]
+        epoch = int(event["epoch"])
+        attempt.curve.append((epoch, None if value is None else float(value)))
+        self.progress.append((event["trial_id"], epoch, None if value is None else float(value)))
 
     def _on_ended(self, event: Mapping[str, Any], t: float | None) -> None:
         key = (event["trial_id"], event["attempt"])
@@ -302,6 +316,7 @@ def _num_slots(slots: Any) -> int:
 _HANDLERS: dict[str, Callable[[CampaignState, Mapping[str, Any], float | None], None]] = {
     "trial_suggested": CampaignState._on_suggested,
     "trial_started": CampaignState._on_started,
+    "trial_progress": CampaignState._on_progress,
     "trial_finished": CampaignState._on_ended,
     "trial_failed": CampaignState._on_ended,
     "campaign_started": CampaignState._on_campaign_started,

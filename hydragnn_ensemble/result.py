@@ -6,7 +6,8 @@ this file only.
 
 Schema (JSON object; every key always present, ``null`` where unknown):
 
-- ``status``: ``"completed" | "diverged" | "timeout" | "failed"``
+- ``status``: ``"completed" | "diverged" | "timeout" | "stopped" | "failed"`` (``stopped``: the
+  campaign's early-discarding stopper ended it after an epoch; it keeps its best epoch so far)
 - ``objective``: task-weighted validation loss of the best epoch (minimised); ``null`` unless the
   run produced at least one finite validation loss
 - ``heads``: ``{head: {"val_mae", "val_rmse", "test_mae", "test_rmse", "unit"}}`` in physical units
@@ -43,13 +44,16 @@ class TrialStatus(str, Enum):
     COMPLETED = "completed"
     DIVERGED = "diverged"
     TIMEOUT = "timeout"
+    STOPPED = "stopped"
     FAILED = "failed"
 
 
 #: Every final status, in the order reports list them.
 STATUSES: tuple[str, ...] = tuple(s.value for s in TrialStatus)
-#: Statuses with an objective: completed, and timeout (the trainer keeps its best epoch so far).
-STATUSES_WITH_OBJECTIVE: tuple[str, ...] = (TrialStatus.COMPLETED.value, TrialStatus.TIMEOUT.value)
+#: Statuses with an objective: completed, and timeout or stopped (the trainer keeps its best epoch
+#: so far).
+STATUSES_WITH_OBJECTIVE: tuple[str, ...] = (TrialStatus.COMPLETED.value, TrialStatus.TIMEOUT.value,
+                                            TrialStatus.STOPPED.value)
 #: The failure reason of a trial process killed by SIGKILL that it did not ask for (the kernel's
 #: out-of-memory killer, most often); a campaign retries such a trial once on more slots.
 OOM_REASON = "killed (SIGKILL, possibly out of memory)"

@@ -5,6 +5,8 @@
                                campaign runtime for a process that died before writing one)
     RUN_DIR/checkpoint.pt      the best-epoch checkpoint (``result.json`` names it)
     RUN_DIR/train.log          rank 0's log; ``train.rank<R>.log`` for the other ranks
+    RUN_DIR/progress.jsonl     one JSON line per finished epoch (:mod:`hydragnn_ensemble.train.progress`)
+    RUN_DIR/stop               written by a campaign to stop the trial after its current epoch
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ CONFIG_NAME = "config.json"
 RESULT_NAME = "result.json"
 CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train.log"
+PROGRESS_NAME = "progress.jsonl"
+STOP_NAME = "stop"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,14 @@ class RunDir:
     @property
     def checkpoint(self) -> Path:
         return self.root / CHECKPOINT_NAME
+
+    @property
+    def progress(self) -> Path:
+        return self.root / PROGRESS_NAME
+
+    @property
+    def stop(self) -> Path:
+        return self.root / STOP_NAME
 
     def log(self, rank: int = 0) -> Path:
         """Rank 0's ``train.log``, ``train.rank<R>.log`` for the others."""

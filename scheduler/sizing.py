@@ -115,10 +115,13 @@ class CostModelSizer:
     """
 
     def __init__(self, sizer: Sizer, config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]],
-                 fallback_seconds: float) -> None:
+                 fallback_seconds: float, work_fraction: Callable[[int], float] | None = None) -> None:
         self.sizer = sizer
         self.config_of = config_of
         self.fallback_seconds = fallback_seconds
+        # under early discarding, the share of its epochs a trial is expected to train: placement
+        # plans with that (expected work), not with the whole budget (the size stays the full one's)
+        self.work_fraction = work_fraction
         self.notice: str | None = None  # e.g. why default dataset statistics are used
         self._sum = 0.0
         self._n = 0
@@ -149,7 +152,8 @@ class CostModelSizer:
             mean = self._sum / self._n if self._n else self.fallback_seconds
             return SizedTrial(self.sizer.sizes[0], mean)
         choice = self.sizer.choose(features)
-        return SizedTrial(choice.slots, choice.predicted_seconds, choice.alternatives)
+        f = 1.0 if self.work_fraction is None else self.work_fraction(features.num_epoch)
+        return SizedTrial(choice.slots, choice.predicted_seconds * f, tuple((n, sec * f) for n, sec in choice.alternatives))
 
     def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""
@@ -172,11 +176,12 @@ class CostModelSizer:
 
 def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,
                   config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]], device: str = "cpu",
-                  memory_per_slot_gb: float | None = None) -> CostModelSizer:
+                  memory_per_slot_gb: float | None = None,
+                  work_fraction: Callable[[int], float] | None = None) -> CostModelSizer:
     """The sizer the MPI runtime uses: a cost model on the campaign's dataset statistics (defaults
     when the dataset cannot be read as a graph store), target duration a quarter of the trial time
     limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
-    node)."""
+    node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding)."""
     import os
 
     from scheduler.cost_model import DatasetStats, ParallelEfficiency
@@ -195,7 +200,7 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
             memory_per_slot_gb = total / max(1, slots_per_node)
     model = CostModel(stats, efficiency=ParallelEfficiency(slots_per_node=slots_per_node))
     sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb)
-    result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s)
+    result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s, work_fraction=work_fraction)
     result.notice = notice
     return result
 

@@ -47,7 +47,7 @@ class OptunaTPE(Optimizer):
         self._optuna = optuna
         self.sampler = TPESampler(seed=seed, constant_liar=True, **options)
         self.study = optuna.create_study(direction="minimize", sampler=self.sampler)
-        self.distributions = {p.key: _distribution(optuna, p) for p in space.params}
+        self.distributions = optuna_distributions(space)
         self._trials: dict[int, Any] = {}
 
     def _ask(self, n: int) -> list[dict[str, Any]]:
@@ -75,6 +75,13 @@ class OptunaTPE(Optimizer):
             distributions=self.distributions,
         )
         self.study.add_trial(frozen)
+
+
+def optuna_distributions(space: SearchSpace) -> dict[str, Any]:
+    """Optuna's distribution of every parameter of ``space`` (what ``study.ask`` takes)."""
+    import optuna
+
+    return {p.key: _distribution(optuna, p) for p in space.params}
 
 
 def _distribution(optuna: Any, p: Any) -> Any:

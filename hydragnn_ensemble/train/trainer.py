@@ -42,6 +42,7 @@ from hydragnn_ensemble.config import (
 )
 from hydragnn_ensemble.result import HeadMetrics, TrialResult
 from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
+from hydragnn_ensemble.train.progress import EpochChannel
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
 from hydragnn_ensemble.train.checkpoint import save_checkpoint
 from hydragnn_ensemble.train.data import (
@@ -115,12 +116,13 @@ class Trainer:
 
     def __init__(self, config: HydraConfig, data: PreparedData, run_dir: Path, *,
                  dataset_heads, device: torch.device, pg: ProcessGroup, log: TrialLog,
-                 budget: TimeBudget, progress: bool = True) -> None:
+                 budget: TimeBudget, progress: bool = True, channel: EpochChannel | None = None) -> None:
         from hydragnn_ensemble.model import build_model
 
         self.config, self.data, self.run_dir = config, data, run_dir
         self.device, self.pg, self.log, self.budget = device, pg, log, budget
         self.ctx = pg.ctx
+        self.channel = channel if channel is not None else EpochChannel(run_dir, enabled=self.ctx.is_main)
         self.progress = progress and self.ctx.is_main
         self.dataset_heads = dataset_heads
         tr = config.training
@@ -268,23 +270,18 @@ class Trainer:
         tr = self.config.training
         stopper = EarlyStopping(tr.patience) if tr.EarlyStopping else None
         best = _Best()
-        status = "completed"
-        reason = None
         n_val, n_test = self.data.num_graphs("valset"), self.data.num_graphs("testset")
-        epochs_done = 0
         self.log.write(f"model {self.spec.mpnn_type}: {self.num_parameters} parameters; heads "
                        f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
                        f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
+        status, reason, epochs_done = "completed", None, 0
         for epoch in range(tr.num_epoch):
             t0 = self.budget.now()
             train_loss, diverged, out_of_time, graphs = self.train_epoch(epoch)
             t_train = self.budget.now() - t0
-            if diverged:
-                status, reason = "diverged", f"non-finite training loss in epoch {epoch}"
-                self.log.write(f"epoch {epoch}: {reason}; stopping")
-                break
-            if out_of_time:
-                status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"
+            if diverged or out_of_time:
+                status, reason = (("diverged", f"non-finite training loss in epoch {epoch}") if diverged else
+                                  ("timeout", f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"))
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
             t1 = self.budget.now()
@@ -294,35 +291,56 @@ class Trainer:
             self.budget.reserve_s = t_val * (1.0 + n_test / max(n_val, 1)) + 1.0
             objective = self.loss.objective(acc)
             epochs_done = epoch + 1
-            lr = self.optimizer.param_groups[0]["lr"]
             if not math.isfinite(objective):
                 status, reason = "diverged", f"non-finite validation loss in epoch {epoch}"
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
-            improved = objective < best.objective
-            if improved:
-                best.epoch, best.objective = epoch, objective
-                best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-                best.val_errors = self.loss.head_errors(acc)
-                self._save(best)
-            stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
-            self.history.append(stats)
-            self.log.write(
-                f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
-                f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s "
-                f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
-            if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                self.scheduler.step(objective)
-            elif self.scheduler is not None:
-                self.scheduler.step()
+            self._record_epoch(epoch, best, acc, objective, train_loss, t_train, t0, graphs)
             if stopper is not None and stopper.step(objective):
                 self.log.write(f"early stopping after epoch {epoch}: no improvement in {tr.patience} epochs")
+                break
+            asked = self._campaign_stop()
+            if asked is not None:
+                status, reason = "stopped", f"{asked} (after epoch {epoch})"
+                self.log.write(f"stopped by the campaign after epoch {epoch}: {asked}")
                 break
             if self.budget.expired() and epoch + 1 < tr.num_epoch:
                 status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached after epoch {epoch}"
                 self.log.write(reason)
                 break
         return self._finish(best, status, reason, epochs_done)
+
+    def _record_epoch(self, epoch: int, best: _Best, acc: torch.Tensor, objective: float, train_loss: float,
+                      t_train: float, t0: float, graphs: int) -> None:
+        """Keep the best weights, log the epoch, report it to the campaign, step the LR schedule."""
+        lr = self.optimizer.param_groups[0]["lr"]
+        improved = objective < best.objective
+        errors = self.loss.head_errors(acc)
+        if improved:
+            best.epoch, best.objective = epoch, objective
+            best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            best.val_errors = errors
+            self._save(best)
+        stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
+        self.history.append(stats)
+        self.log.write(
+            f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
+            f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s "
+            f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
+        self.channel.report(epoch + 1, objective, errors, self.budget.elapsed)
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self.scheduler.step(objective)
+        elif self.scheduler is not None:
+            self.scheduler.step()
+
+    def _campaign_stop(self) -> str | None:
+        """The campaign's reason to stop now (``RUN_DIR/stop``), agreed by every rank; None to go on."""
+        reason = self.channel.stop_reason()
+        if self.ctx.world_size > 1:
+            flag = torch.tensor([1.0 if reason is not None else 0.0], dtype=torch.float64, device=self.device)
+            if float(self.pg.all_reduce_sum(flag)[0]) > 0 and reason is None:
+                reason = "stop requested by the campaign"
+        return reason
 
     def _finish(self, best: _Best, status: str, reason: str | None, epochs: int) -> TrialResult:
         heads: dict[str, HeadMetrics] = {}
@@ -349,7 +367,7 @@ class Trainer:
             peak_memory_mb=float(mem[0]),
             slots=self.ctx.world_size,
             device=self.device.type,
-            failure_reason=reason if status in ("diverged", "timeout") else None,
+            failure_reason=reason if status in ("diverged", "timeout", "stopped") else None,
             checkpoint=CHECKPOINT_NAME if best.state is not None else None,
         )
 
@@ -398,7 +416,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _fit(config: HydraConfig, data: str | os.PathLike | GraphSource, run_dir: Path, dev: torch.device,
-         pg: ProcessGroup, log: TrialLog, budget: TimeBudget, progress: bool) -> TrialResult:
+         pg: ProcessGroup, log: TrialLog, budget: TimeBudget, progress: bool,
+         channel: EpochChannel | None) -> TrialResult:
     """Prepare the data (a file is closed as soon as everything is in memory) and train."""
     where = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
     source = open_source(data)
@@ -411,7 +430,7 @@ def _fit(config: HydraConfig, data: str | os.PathLike | GraphSource, run_dir: Pa
         for split, idx in prepared.skipped.items():
             log.write(f"skipped {len(idx)} {split} sample(s) with NaN/inf targets: {idx[:20]}")
         trainer = Trainer(config, prepared, run_dir, dataset_heads=dataset_heads, device=dev,
-                          pg=pg, log=log, budget=budget, progress=progress)
+                          pg=pg, log=log, budget=budget, progress=progress, channel=channel)
         return trainer.fit()
     finally:
         if owned:
@@ -430,6 +449,7 @@ def train_trial(
     raise_errors: bool = False,
     started_at: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    channel: EpochChannel | None = None,
 ) -> TrialResult:
     """Train one trial and write ``RUN_DIR/result.json`` (see the module docstring).
 
@@ -439,6 +459,8 @@ def train_trial(
     ``raise_errors``. ``started_at`` (``time.monotonic()``) is when the time budget started, if
     earlier than this call (the CLI passes its own start, so that start-up counts). ``clock``
     replaces ``time.monotonic`` for the budget and the epoch timings (a test's virtual clock).
+    ``channel`` receives every epoch and says when to stop (default: the run directory's
+    progress.jsonl and stop file, :class:`EpochChannel`; an in-process driver passes its own).
     """
     budget = TimeBudget(None, start=started_at, clock=clock)
     ctx = distributed or DistributedContext()
@@ -455,7 +477,7 @@ def train_trial(
             torch.cuda.set_device(dev)
             torch.cuda.reset_peak_memory_stats(dev)
         with ProcessGroup(ctx, dev) as pg:
-            result = _fit(config, data, run_dir, dev, pg, log, budget, progress)
+            result = _fit(config, data, run_dir, dev, pg, log, budget, progress, channel)
     except Exception as exc:  # every failure must end as a result.json, never a silent crash
         if raise_errors:
             raise

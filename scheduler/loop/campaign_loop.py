@@ -9,9 +9,11 @@ path leave before the optimizer is asked for more)::
                          trial ahead behind short single-slot ones (prefetch); take back trials sent
                          ahead when slots are idle with nothing waiting
 
-and between turns, as they happen: :meth:`CampaignLoop.trial_ended` (retry on more slots after an
-out-of-memory kill, or on the same size up to ``retries``; outcome counts; the failure threshold),
-:meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and :meth:`CampaignLoop.stop`.
+and between turns, as they happen: :meth:`CampaignLoop.trial_progress` (a trial finished epochs:
+the stopper, if the campaign has one, may ask it to stop), :meth:`CampaignLoop.trial_ended` (retry
+on more slots after an out-of-memory kill, or on the same size up to ``retries``; outcome counts;
+the failure threshold), :meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and
+:meth:`CampaignLoop.stop`.
 
 The loop does no I/O and reads no clock: what its decisions do in the world is a
 :class:`LoopActions` (the runtime journals and sends MPI messages; the simulator pushes events on
@@ -23,8 +25,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
 
 from hpo.objective import objective_value
+from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, TrialResult, TrialStatus
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
@@ -84,6 +88,14 @@ class LoopActions(ABC):
         """The trial sent ahead behind ``before`` started (at ``rt.start_time``)."""
 
     @abstractmethod
+    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
+        """``rt`` finished ``epoch`` epochs with the campaign objective ``value`` (None: not finite)."""
+
+    @abstractmethod
+    def stop_trial(self, rt: RunningTrial, reason: str) -> None:
+        """Ask ``rt`` to stop after its current epoch (it then ends as ``stopped``)."""
+
+    @abstractmethod
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         """Ask the slot's agent to drop a trial sent ahead; its answer, if it had not started it,
         comes back through :meth:`CampaignLoop.unqueued`."""
@@ -102,10 +114,14 @@ class CampaignLoop:
     """Rank 0's rules over a :class:`TrialBook`: which candidates wait, what starts, what is sent
     ahead or taken back, retries, outcomes and when the campaign stops.
 
-    ``outcomes`` and ``next_trial_id`` carry the earlier runs of a resumed campaign."""
+    ``outcomes`` and ``next_trial_id`` carry the earlier runs of a resumed campaign, and
+    ``progress_history`` (``(trial_id, epoch, value)`` in journal order) their learning curves,
+    replayed into ``stopper`` (None: no early discarding) so that it decides as if never stopped."""
 
     def __init__(self, rules: LoopRules, pool: ResourcePool, policy: PlacementPolicy, sizer: TrialSizer,
-                 actions: LoopActions, outcomes: Outcomes | None = None, next_trial_id: int = 0) -> None:
+                 actions: LoopActions, outcomes: Outcomes | None = None, next_trial_id: int = 0,
+                 stopper: Stopper | None = None,
+                 progress_history: Iterable[tuple[int, int, float | None]] = ()) -> None:
         self.rules = rules
         self.book = TrialBook(pool, policy, sizer, rules.prefetch_below_s)
         self.sizer = sizer
@@ -114,6 +130,10 @@ class CampaignLoop:
         self.next_trial_id = next_trial_id
         self.stop_reason: str | None = None
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
+        self.stopper = stopper
+        if stopper is not None:
+            for trial_id, epoch, value in progress_history:
+                stopper.report(trial_id, epoch, math.nan if value is None else value)
 
     @property
     def stopped_by_failures(self) -> bool:
@@ -178,6 +198,24 @@ class CampaignLoop:
             self.book.submit(spec, now)
 
     # -- events --------------------------------------------------------------------------------------
+    def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[Mapping[str, Any]]) -> None:
+        """A running trial attempt finished ``epochs`` (progress.jsonl lines: ``epoch``,
+        ``objective``, ``heads``); the stopper sees each one and may ask the trial to stop."""
+        rt = self.book.running.get(trial_id)
+        if rt is None or rt.spec.attempt != attempt:
+            raise RuntimeError(f"progress of trial {trial_id} attempt {attempt}, which is not running")
+        for report in epochs:
+            epoch = int(report["epoch"])
+            value = objective_value({"status": "completed", "objective": report.get("objective"),
+                                     "heads": report.get("heads") or {}}, self.rules.objective)
+            self.actions.progressed(rt, epoch, value)
+            if self.stopper is None or rt.stopping is not None:
+                continue
+            if self.stopper.report(trial_id, epoch, math.nan if value is None else value):
+                shown = "not finite" if value is None else f"{value:.4g}"
+                rt.stopping = f"early stopping ({self.stopper.name}) after epoch {epoch}: {self.rules.objective} {shown}"
+                self.actions.stop_trial(rt, rt.stopping)
+
     def trial_ended(self, trial_id: int, result: TrialResult, now: float, ended_at: float | None = None) -> None:
         """A running trial attempt ended at ``ended_at`` (default ``now``) with ``result``."""
         rt = self.book.end(trial_id, now)

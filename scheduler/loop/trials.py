@@ -48,6 +48,7 @@ class RunningTrial:
     spec: TrialSpec
     slots: tuple[int, ...]
     start_time: float
+    stopping: str | None = None  # why the stopper asked it to stop (it ends after its epoch)
 
     def predicted_end(self) -> float:
         """When the sizer expects it to end (its start when it was never sized)."""

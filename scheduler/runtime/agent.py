@@ -12,6 +12,11 @@ once) with a short timeout, then probes for messages from rank 0. Nothing a tria
 segfault, OOM kill, hang) can take the agent down: the trial is a separate process in its own
 session, and every way it can end becomes a :class:`PartExited` report.
 
+Learning curves: while a trial runs, the agent of its rank 0 reads the new lines of its
+``progress.jsonl`` every :data:`PROGRESS_EVERY_S` and forwards them (:class:`TrialProgress`, in
+order with the exit report, which follows the last of them); a :class:`StopTrial` from rank 0
+becomes the trial's ``RUN_DIR/stop`` file, which the trainer reads after its epoch.
+
 Prefetch: a start with ``after`` set names the trial running on this slot; the agent writes its
 config at once and starts it the moment that trial's process exits, before it reports the exit, so
 the slot does not wait for the round trip to rank 0 (which matters for trials of a second or less).
@@ -22,12 +27,16 @@ from __future__ import annotations
 import os
 import time
 
+from pathlib import Path
+
+from hydragnn_ensemble.run_dir import RunDir
 from scheduler.runtime.launchers import make_launcher
 from scheduler.runtime.messages import (
     TAG_EXITED,
     TAG_KILL,
     TAG_SHUTDOWN,
     TAG_START,
+    TAG_STOP,
     TAG_UNQUEUE,
     AgentAssignment,
     AgentHello,
@@ -36,9 +45,12 @@ from scheduler.runtime.messages import (
     PartExited,
     Shutdown,
     StartTrial,
+    StopTrial,
+    TrialProgress,
     Unqueue,
     Unqueued,
 )
+from scheduler.runtime.progress_tail import ProgressTail
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.trial_process import (
     GPU_VISIBILITY_VARS,
@@ -49,7 +61,8 @@ from scheduler.runtime.trial_process import (
 )
 
 RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
-#                        this often (only KillTrial/Shutdown can arrive while the slot is busy)
+#                        this often (only KillTrial/StopTrial/Shutdown can arrive while the slot is busy)
+PROGRESS_EVERY_S = 0.25  # how often a running trial's progress.jsonl is read (one fstat when unchanged)
 
 
 def hello(comm) -> AgentHello:
@@ -74,9 +87,11 @@ class Agent:
         self.queued: dict[tuple[int, int], StartTrial] = {}  # the start waiting for each running key
         self.backoff = Backoff()  # idle: poll fast right after a trial ended (a start follows)
         self._sends: list = []
+        self.tails: dict[tuple[int, int], ProgressTail] = {}  # the learning curves this agent forwards
+        self._progress_read_at = 0.0
 
     # -- messages ----------------------------------------------------------------------------------
-    def _report(self, report: PartExited | Unqueued) -> None:
+    def _report(self, report: PartExited | Unqueued | TrialProgress) -> None:
         self._sends.append(self.comm.isend(report, dest=0, tag=TAG_EXITED))
         self._sends = [r for r in self._sends if not r.Test()]
 
@@ -104,12 +119,34 @@ class Agent:
                               start_time=now, end_time=now,
                               killed_reason=f"could not start the trial process: {exc}")
         self.procs[proc.key] = proc
+        if msg.read_result:
+            self.tails[proc.key] = ProgressTail(RunDir(Path(msg.run_dir)).progress)
         return None
 
     def _handle_kill(self, msg: KillTrial) -> None:
         proc = self.procs.get((msg.trial_id, msg.attempt))
         if proc is not None:
             proc.terminate(msg.reason, time.time())
+
+    def _handle_stop(self, msg: StopTrial) -> None:
+        """Write the trial's stop file (its trainer stops after the epoch); a trial that ended
+        already is left alone (its exit report is on its way)."""
+        proc = self.procs.get((msg.trial_id, msg.attempt))
+        if proc is None:
+            return
+        path = RunDir(Path(proc.start.run_dir)).stop
+        try:
+            path.write_text(msg.reason + "\n")
+        except OSError as exc:  # the trial runs on to its budget; its log says why it was not stopped
+            proc.note(f"campaign stop request could not be written to {path}: {exc}")
+
+    def _forward_progress(self, key: tuple[int, int]) -> None:
+        tail = self.tails.get(key)
+        if tail is None:
+            return
+        epochs = tail.read()
+        if epochs:
+            self._report(TrialProgress(self.rank, key[0], key[1], tuple(epochs)))
 
     def _handle_unqueue(self, msg: Unqueue) -> None:
         start = self.queued.get(msg.after)
@@ -130,6 +167,8 @@ class Agent:
                 self._handle_kill(msg)
             elif tag == TAG_UNQUEUE:
                 self._handle_unqueue(msg)
+            elif tag == TAG_STOP:
+                self._handle_stop(msg)
             elif tag == TAG_SHUTDOWN:
                 return msg
             else:
@@ -139,14 +178,21 @@ class Agent:
     # -- processes ---------------------------------------------------------------------------------
     def _check_processes(self) -> None:
         now = time.time()
+        read_progress = self.tails and now - self._progress_read_at >= PROGRESS_EVERY_S
+        if read_progress:
+            self._progress_read_at = now
         for key, proc in list(self.procs.items()):
             code = proc.poll()
             if code is None:
                 proc.enforce(now)
+                if read_progress:
+                    self._forward_progress(key)
                 continue
             end = time.time()
             proc.close()
             del self.procs[key]
+            self._forward_progress(key)  # the last epochs before the exit report
+            self.tails.pop(key, None)
             successor = self.queued.pop(key, None)
             failed = self._launch(successor) if successor is not None else None  # first: the slot is free
             self._report(part_exited(proc, self.rank, code, end))

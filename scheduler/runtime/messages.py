@@ -12,6 +12,8 @@ Flow::
       --- StartTrial (TAG_START) ------------>   start one process of a trial on its slot (or, with
                                                  ``after``, as soon as that trial's process exits)
       --- KillTrial (TAG_KILL) -------------->   terminate it (another part of the trial failed)
+      <-- TrialProgress (TAG_EXITED) ---------   epochs the trial finished (its progress.jsonl lines)
+      --- StopTrial (TAG_STOP) -------------->   ask the trial to stop after its epoch (early discarding)
       <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
       --- Unqueue (TAG_UNQUEUE) ------------->   drop a start sent ahead, unless it has started
       <-- Unqueued (TAG_EXITED) --------------   dropped (same tag as the exits: kept in order with them)
@@ -26,6 +28,7 @@ TAG_START = 11
 TAG_KILL = 12
 TAG_SHUTDOWN = 13
 TAG_UNQUEUE = 14
+TAG_STOP = 15
 TAG_EXITED = 21
 
 
@@ -86,6 +89,26 @@ class KillTrial:
     trial_id: int
     attempt: int
     reason: str
+
+
+@dataclass(frozen=True)
+class StopTrial:
+    """Ask this trial attempt to stop after its current epoch (it writes result.json as ``stopped``)."""
+
+    trial_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrialProgress:
+    """Epochs a trial attempt finished since the last report: its new ``progress.jsonl`` lines
+    (:mod:`hydragnn_ensemble.train.progress`), checked by :func:`scheduler.runtime.progress_tail.parse_line`."""
+
+    agent_rank: int
+    trial_id: int
+    attempt: int
+    epochs: tuple[dict, ...]
 
 
 @dataclass(frozen=True)

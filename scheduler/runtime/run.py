@@ -93,8 +93,10 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         make_config = trial_config_maker(cfg, cdir)
         # the cost model sizes each trial (memory first, then a target duration) and learns from
         # finished ones (scheduler.loop.CampaignLoop calls sizer.observe)
+        stopper = cfg.early_stopping.make()
         sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
-                              make_config, device=cfg.resources.device)
+                              make_config, device=cfg.resources.device,
+                              work_fraction=None if stopper is None else stopper.expected_fraction)
         session.record([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
                          "ranks": comm.Get_size(), "slots": layout.usable_slots}])
         session.sync()

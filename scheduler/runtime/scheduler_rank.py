@@ -54,11 +54,14 @@ from scheduler.runtime.messages import (
     TAG_KILL,
     TAG_SHUTDOWN,
     TAG_START,
+    TAG_STOP,
     TAG_UNQUEUE,
     KillTrial,
     PartExited,
     Shutdown,
     StartTrial,
+    StopTrial,
+    TrialProgress,
     Unqueue,
     Unqueued,
 )
@@ -119,7 +122,8 @@ class SchedulerRank(LoopActions):
         self.clock = clock
         state = session.state
         self.loop = CampaignLoop(LoopRules.from_campaign(config, layout.slots_per_node), layout.make_pool(),
-                                 policy, sizer, self, Outcomes.from_state(state), state.next_trial_id)
+                                 policy, sizer, self, Outcomes.from_state(state), state.next_trial_id,
+                                 stopper=config.early_stopping.make(), progress_history=state.progress)
         # trial ids from here on have no directory yet: their agents create it and write the config
         # (a crashed run may have left directories of trials it suggested but never journaled)
         self._new_dirs_from = max([state.next_trial_id, *(i + 1 for i in cdir.trial_ids_on_disk())])
@@ -131,6 +135,7 @@ class SchedulerRank(LoopActions):
         self._kill_sent: set[int] = set()
         self._events: list[dict] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
+        self._pending_stops: list[tuple[int, StopTrial]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
         self._trial_process_s = 0.0
@@ -166,6 +171,13 @@ class SchedulerRank(LoopActions):
     def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
         self._parts[rt.spec.trial_id] = {}
         self._journal_start(rt, queued_after=before.spec.trial_id)
+
+    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
+        self._log("trial_progress", trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, epoch=epoch, objective=value)
+
+    def stop_trial(self, rt: RunningTrial, reason: str) -> None:
+        msg = StopTrial(rt.spec.trial_id, rt.spec.attempt, reason)
+        self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         msg = Unqueue(queued.spec.trial_id, queued.spec.attempt, queued.after, reason)
@@ -235,7 +247,8 @@ class SchedulerRank(LoopActions):
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
         # attempt whose start never reached the journal (crash) as <name>.lost.<ext>
         tag = f"attempt{spec.attempt - 1}" if spec.attempt > 0 else "lost"
-        for old in [run_dir.result, *run_dir.logs()]:
+        run_dir.stop.unlink(missing_ok=True)  # an earlier attempt's stop request is not this one's
+        for old in [run_dir.result, run_dir.progress, *run_dir.logs()]:
             if old.exists():
                 stem, _, ext = old.name.rpartition(".")
                 os.replace(old, run_dir.root / f"{stem}.{tag}.{ext}")
@@ -247,6 +260,8 @@ class SchedulerRank(LoopActions):
         for msg in got:
             if isinstance(msg, Unqueued):  # same tag as the exits: MPI keeps one agent's order
                 self.loop.unqueued(msg.after[0], msg.trial_id, msg.attempt, now)
+            elif isinstance(msg, TrialProgress):
+                self.loop.trial_progress(msg.trial_id, msg.attempt, msg.epochs)
             else:
                 self._on_exit(msg, now)
         return bool(got)
@@ -296,6 +311,9 @@ class SchedulerRank(LoopActions):
         for dest, msg in self._pending_starts:
             self.transport.send(dest, TAG_START, msg)
         self._pending_starts = []
+        for dest, msg in self._pending_stops:
+            self.transport.send(dest, TAG_STOP, msg)
+        self._pending_stops = []
         optimizer = self.session.pool.optimizer
         for spec, objective in self._to_tell:
             if spec.suggestion_id is not None:

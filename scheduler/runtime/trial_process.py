@@ -222,6 +222,14 @@ class TrialProcess:
         self.term_sent_at = now
         self.signal_group(signal.SIGTERM)
 
+    def note(self, text: str) -> None:
+        """Append one line of the agent's to the trial's log (best effort: the log may be gone)."""
+        try:
+            with open(self.start.log_path, "a") as fh:
+                fh.write(f"[agent] {text}\n")
+        except OSError:
+            pass
+
     def enforce(self, now: float) -> None:
         """Apply the time limit, the SIGTERM->SIGKILL escalation and the log's size cap."""
         if now - self.log_checked_at >= CHECK_EVERY_S:

@@ -1,6 +1,7 @@
 """The simulated world the campaign loop acts on: a virtual clock's event queue, agents that run
 each trial for its true duration (and start a trial sent ahead the moment the one before it ends),
-an optimizer that hands out the workload's trials in order, and the workload's own sizes."""
+report each epoch of a trial with a learning curve and stop it after the next epoch when asked, an
+optimizer that hands out the workload's trials in order, and the workload's own sizes."""
 
 from __future__ import annotations
 
@@ -98,14 +99,19 @@ class WorkloadSizer:
     """The sizer protocol over the workload's own sizes (the workload was sized by the real cost
     model and sizer); finished trials still teach ``model`` (its error goes into sim.json)."""
 
-    def __init__(self, by_id: dict[int, SimTrial], model: CostModel, width_of: Callable[[int], int]) -> None:
+    def __init__(self, by_id: dict[int, SimTrial], model: CostModel, width_of: Callable[[int], int],
+                 work_fraction: Callable[[int], float] | None = None) -> None:
         self.by_id = by_id
         self.model = model
         self.width_of = width_of  # slots a trial's last attempt used
+        self.work_fraction = work_fraction  # expected share of its epochs a trial trains (a stopper's)
 
     def choose(self, params: dict[str, Any]) -> SizedTrial:
         t = self.by_id[params[WORKLOAD_KEY]]
-        return SizedTrial(t.slots, t.predicted_seconds, t.alternatives)
+        if self.work_fraction is None or t.curve is None:
+            return SizedTrial(t.slots, t.predicted_seconds, t.alternatives)
+        f = self.work_fraction(len(t.curve))
+        return SizedTrial(t.slots, t.predicted_seconds * f, tuple((n, sec * f) for n, sec in t.alternatives))
 
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
         t = self.by_id[params[WORKLOAD_KEY]]
@@ -147,7 +153,7 @@ class SimulatedCluster(LoopActions):
 
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, health: NodeHealth,
                  slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
-                 rng: np.random.Generator, on_finished: Callable[[], None]) -> None:
+                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = False) -> None:
         self.by_id = by_id
         self.events = events
         self.health = health
@@ -157,7 +163,11 @@ class SimulatedCluster(LoopActions):
         self.failure_rate = failure_rate
         self.rng = rng
         self.on_finished = on_finished
+        self.report_epochs = report_epochs  # push an event per epoch (a stopper listens)
         self.now = 0.0
+        self.epoch_s: dict[int, float] = {}  # seconds per epoch of each trial's current attempt
+        self.cut_after: dict[int, int] = {}  # a stopped trial ends after this many epochs
+        self.stopped: set[int] = set()
         self.records: list[SimAttempt] = []
         self.submitted_at: dict[int, float] = {}
         self.width: dict[int, int] = {}  # slots each trial's current attempt uses
@@ -174,12 +184,18 @@ class SimulatedCluster(LoopActions):
         self.started[t.trial_id] = rt.spec.attempt + 1
         duration = t.true_seconds_at(width)
         begin = rt.start_time
+        key = (t.trial_id, rt.spec.attempt)
+        self.cut_after.pop(t.trial_id, None)
+        if self.report_epochs and t.curve:
+            self.epoch_s[t.trial_id] = duration / len(t.curve)
+            for epoch in range(1, len(t.curve) + 1):
+                self.events.push(begin + epoch * self.epoch_s[t.trial_id], "epoch", (*key, epoch))
         if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
-            self.events.push(begin + 0.05 * duration, "fail", (t.trial_id, NODE_FAILURE_REASON))
+            self.events.push(begin + 0.05 * duration, "fail", (*key, NODE_FAILURE_REASON))
         elif self.failure_rate and self.rng.random() < self.failure_rate:
-            self.events.push(begin + self.rng.random() * duration, "fail", (t.trial_id, TRIAL_FAILURE_REASON))
+            self.events.push(begin + self.rng.random() * duration, "fail", (*key, TRIAL_FAILURE_REASON))
         else:
-            self.events.push(begin + duration, "end", (t.trial_id, None))
+            self.events.push(begin + duration, "end", (*key, None))
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         pass  # the slot's virtual agent starts it when ``before`` ends (promoted)
@@ -187,22 +203,43 @@ class SimulatedCluster(LoopActions):
     def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
         self.start(rt)
 
+    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
+        pass
+
+    def stop_trial(self, rt: RunningTrial, reason: str) -> None:
+        """The trainer sees the request after its next epoch and ends there."""
+        t = self.by_id[rt.spec.trial_id]
+        done = int(round((self.now - rt.start_time) / self.epoch_s[t.trial_id]))
+        self.cut_after[t.trial_id] = min(done + 1, len(t.curve))
+        self.stopped.add(t.trial_id)
+
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
 
     def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
         tid = rt.spec.trial_id
-        self.health.record(rt.slots, result.ok, result.failure_reason)
-        self.records.append(SimAttempt(tid, rt.spec.attempt + 1, self.width[tid], rt.slots,
-                                        self.submitted_at[tid], rt.start_time, self.now, result.ok))
+        ok = result.status != "failed"  # a stopped trial did what was asked of it
+        curve = self.by_id[tid].curve
+        self.health.record(rt.slots, ok, result.failure_reason)
+        self.records.append(SimAttempt(
+            tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid], rt.start_time, self.now, ok,
+            objective=result.objective if curve is not None else None, stopped=result.status == "stopped",
+            work_fraction=result.epochs / len(curve) if result.status == "stopped" else 1.0))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         self.on_finished()
 
-    def result_of(self, trial_id: int, reason: str | None, start_time: float) -> TrialResult:
-        """What a simulated attempt reports (its objective is its run time: the simulator trains
-        nothing)."""
+    def result_of(self, trial_id: int, reason: str | None, start_time: float, epochs: int | None = None) -> TrialResult:
+        """What a simulated attempt reports: for a trial with a learning curve its best value over
+        the ``epochs`` it trained (``stopped`` when fewer than its curve), otherwise its run time
+        (the simulator trains nothing)."""
         wall = self.now - start_time
+        width = self.width[trial_id]
         if reason is not None:
-            return TrialResult(status="failed", failure_reason=reason, wall_time_s=wall, slots=self.width[trial_id])
-        return TrialResult(status="completed", objective=wall, wall_time_s=wall, slots=self.width[trial_id])
+            return TrialResult(status="failed", failure_reason=reason, wall_time_s=wall, slots=width)
+        curve = self.by_id[trial_id].curve
+        if curve is None:
+            return TrialResult(status="completed", objective=wall, wall_time_s=wall, slots=width)
+        trained = len(curve) if epochs is None else epochs
+        return TrialResult(status="stopped" if trained < len(curve) else "completed",
+                           objective=min(curve[:trained]), epochs=trained, wall_time_s=wall, slots=width)

@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from hpo.stoppers import make_stopper
 from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
@@ -44,6 +45,8 @@ class SimConfig:
     bad_nodes: int = 0  # nodes whose trials die of a node-level error (drained by NodeHealth)
     retries: int = 2
     prefetch_below_s: float = 2.0  # as the campaign setting (trials of seconds only)
+    early_stopping: str = "none"  # a stopper of hpo.stoppers (trials need learning curves)
+    early_stopping_options: dict = field(default_factory=dict)
     failure_threshold: float = 0.5
     min_trials_for_threshold: int = 8
     seed: int = 0
@@ -84,12 +87,16 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
         if config.bad_nodes else set()
     by_id = {t.trial_id: t for t in trials}
     events = EventQueue()
+    stopper = None if config.early_stopping == "none" else make_stopper(config.early_stopping,
+                                                                         dict(config.early_stopping_options))
     bar = tqdm(total=len(trials), desc=f"simulate {timed.name}", unit="trial", disable=not progress)
     cluster = SimulatedCluster(by_id, events, health, config.gpus_per_node, timed.name == "fixed-block", bad,
-                               config.failure_rate, rng, on_finished=lambda: bar.update(1))
+                               config.failure_rate, rng, on_finished=lambda: bar.update(1),
+                               report_epochs=stopper is not None)
     source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
-    loop = CampaignLoop(_rules(config, len(trials)), pool, timed, WorkloadSizer(by_id, model, cluster.width.__getitem__),
-                        cluster)
+    sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
+                          work_fraction=None if stopper is None else stopper.expected_fraction)
+    loop = CampaignLoop(_rules(config, len(trials)), pool, timed, sizer, cluster, stopper=stopper)
     state = SimState(0.0, pool, timed.policy, {}, cluster.started)
     max_pending = 0
     t_wall = time.perf_counter()
@@ -154,9 +161,18 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
     kind, payload = event
     if kind == "arrive":
         source.arrive(payload)  # type: ignore[arg-type]
-    elif kind == "unqueued":
+        return
+    if kind == "unqueued":
         loop.unqueued(*payload, now)  # type: ignore[misc]
-    else:  # "end" or "fail"
-        trial_id, reason = payload  # type: ignore[misc]
-        rt = loop.book.running[trial_id]
-        loop.trial_ended(trial_id, cluster.result_of(trial_id, reason, rt.start_time), now)
+        return
+    trial_id, attempt, detail = payload  # type: ignore[misc]
+    rt = loop.book.running.get(trial_id)
+    if rt is None or rt.spec.attempt != attempt:
+        return  # the attempt ended already (stopped, failed): its later events are void
+    if kind == "epoch":
+        curve = cluster.by_id[trial_id].curve
+        loop.trial_progress(trial_id, attempt, [{"epoch": detail, "objective": curve[detail - 1], "heads": {}}])
+        if cluster.cut_after.get(trial_id) == detail:
+            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, epochs=detail), now)
+    else:  # "end" or "fail" (detail: the failure reason)
+        loop.trial_ended(trial_id, cluster.result_of(trial_id, detail, rt.start_time), now)

@@ -14,7 +14,11 @@ sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
 - ``wait_s`` {mean, max}: submission to first start;
 - ``failed_slot_s``, ``failed_attempts``; ``drained_nodes``: nodes :class:`NodeHealth` took out;
 - ``cost_model_error`` {count, median_abs_log, p90_abs_log}: the cost model's own error on the
-  finished trials; ``sub_node_fraction``; ``max_pending``; ``sim_wall_s``.
+  finished trials; ``sub_node_fraction``; ``max_pending``; ``sim_wall_s``;
+- ``early_stopping`` (the stopper, or ``none``), ``stopped_trials``; for trials with learning curves
+  ``best_objective`` (the best value any trial reached) and ``time_to_best_s`` (when it was found);
+  ``utilisation_until_last_start``: held slot-time / (slots x the last start): the utilisation while
+  trials were still waiting, without the tail of the last (with discarding: the promoted) trials.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ SIM_JSON_KEYS = (
     "occupied_utilisation", "moldable_work_inflation", "makespan_s", "lower_bound_s", "makespan_over_lb", "useful_slot_s", "longest_trial_s",
     "decision_latency_ms", "decision_cpu_ms", "wait_s", "failed_slot_s", "failed_attempts", "drained_nodes",
     "cost_model_error", "sub_node_fraction", "max_pending", "sim_wall_s",
+    "early_stopping", "stopped_trials", "best_objective", "time_to_best_s", "utilisation_until_last_start",
 )
 
 
@@ -56,6 +61,9 @@ class SimAttempt:
     start: float
     end: float
     ok: bool
+    objective: float | None = None  # the best value of its learning curve it reached (curves only)
+    stopped: bool = False  # ended early by the stopper
+    work_fraction: float = 1.0  # of the trial's whole work this attempt did (< 1 when stopped)
 
 
 @dataclass
@@ -82,6 +90,19 @@ def _q(values: list[float], q: float) -> float | None:
     return float(np.quantile(values, q)) if values else None
 
 
+def _discarding(records: list[SimAttempt], config) -> dict[str, Any]:
+    """Early-discarding figures: trials stopped, the best objective reached and when it was found."""
+    scored = [r for r in records if r.ok and r.objective is not None]
+    best = min(scored, key=lambda r: (r.objective, r.end), default=None)
+    last_start = max((r.start for r in records), default=0.0)
+    slots = getattr(config, "nodes", 0) * getattr(config, "gpus_per_node", 0)
+    busy = sum(len(r.held) * (min(r.end, last_start) - r.start) for r in records if r.start < last_start)
+    return {"early_stopping": config.early_stopping, "stopped_trials": sum(r.stopped for r in records),
+            "best_objective": None if best is None else best.objective,
+            "time_to_best_s": None if best is None else best.end,
+            "utilisation_until_last_start": busy / (slots * last_start) if last_start > 0 and slots else None}
+
+
 def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
               pool, health, model, max_pending: int, wall_s: float) -> SimResult:
     """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
@@ -94,8 +115,8 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
     # the work the completed trials needed at the width the sizer chose (a trial started wider in the
     # tail pays a parallel-efficiency loss that is occupied but not counted as useful here)
     by_id = {t.trial_id: t for t in trials}
-    completed = {r.trial_id for r in done}
-    sized_work = float(sum(by_id[tid].true_work for tid in completed))
+    fraction = {r.trial_id: r.work_fraction for r in done}  # a stopped trial needed only its share
+    sized_work = float(sum(by_id[tid].true_work * f for tid, f in fraction.items()))
     lb = max(sized_work / slots, longest)
     first_start: dict[int, float] = {}
     for r in records:
@@ -123,6 +144,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         "cost_model_error": {"count": err.count, "median_abs_log": err.median, "p90_abs_log": err.p90},
         "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
         "max_pending": max_pending, "sim_wall_s": wall_s,
+        **_discarding(records, config),
     }
     assert tuple(summary) == SIM_JSON_KEYS
     return SimResult(summary, records, slots, pool.slots_per_node)

@@ -40,6 +40,7 @@ class SimTrial:
     true_work_one: float | None = None  # true slot-seconds at one slot (None: rigid trial)
     time_limit_s: float = math.inf
     efficiency: ParallelEfficiency | None = None
+    curve: tuple[float, ...] | None = None  # validation objective after each epoch (early discarding)
 
     @property
     def true_work(self) -> float:
@@ -61,6 +62,16 @@ def sample_features(rng: np.random.Generator) -> TrialFeatures:
         num_epoch=int(rng.integers(5, 31)), heads=int(rng.integers(1, 4)))
 
 
+def learning_curve(epochs: int, rng: np.random.Generator) -> tuple[float, ...]:
+    """A noisy decreasing validation curve: a final level drawn lognormally, a start 3-6x above it,
+    approached with a time constant of 1-6 epochs (so early epochs rank trials imperfectly)."""
+    final = 0.1 * math.exp(0.5 * rng.standard_normal())
+    start = final * rng.uniform(3.0, 6.0)
+    tau = rng.uniform(1.0, 6.0)
+    return tuple(float(final + (start - final) * math.exp(-e / tau) + 0.02 * final * rng.standard_normal())
+                 for e in range(1, epochs + 1))
+
+
 def make_cost_model(slots_per_node: int) -> CostModel:
     """The cost model the simulator sizes trials with (GCD speed, multidataset statistics)."""
     return CostModel(MULTIDATASET_STATS, device_speedup=GCD_SPEEDUP,
@@ -70,11 +81,13 @@ def make_cost_model(slots_per_node: int) -> CostModel:
 def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate_error: float,
                       seed: int, target_seconds: float = 1800.0, max_trial_nodes: int = 256,
                       time_limit_s: float | None = None, cost_model: CostModel | None = None,
-                      moldable: bool = True) -> list[SimTrial]:
+                      moldable: bool = True, curves: bool = False) -> list[SimTrial]:
     """``num_trials`` trials: features -> cost model -> sizer (memory first, then the target
     duration) -> predicted seconds; true seconds = predicted x exp(N(0, estimate_error^2)).
 
     ``moldable``: give placement the wider sizes each trial may run at (``alternatives``).
+    ``curves``: give every trial a learning curve of ``num_epoch`` epochs (:func:`learning_curve`,
+    drawn from its own generator so the trials are the same with or without).
     Like the runtime's ``trial_time_limit_s`` (the trainer's time budget), no trial runs longer than
     ``time_limit_s`` (default 3 x the target): a trial too big for the largest size is cut there.
     """
@@ -84,6 +97,7 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
     if estimate_error < 0:
         raise ValueError(f"estimate_error must be >= 0, got {estimate_error}")
     rng = np.random.default_rng(seed)
+    curve_rng = np.random.default_rng(seed + 104729)
     model = cost_model or make_cost_model(slots_per_node)
     sizer = Sizer(model, default_sizes(slots_per_node, min(nodes, max_trial_nodes)), target_seconds,
                   memory_per_slot_gb=GCD_MEMORY_GB)
@@ -99,7 +113,8 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
             choice.memory_per_slot_gb, features,
             alternatives=tuple((n, min(sec, limit)) for n, sec in choice.alternatives) if moldable else (),
             true_work_one=choice.predicted_seconds * noise * choice.slots * eff(choice.slots),
-            time_limit_s=limit, efficiency=eff))
+            time_limit_s=limit, efficiency=eff,
+            curve=learning_curve(features.num_epoch, curve_rng) if curves else None))
     return trials
 
 

@@ -103,3 +103,18 @@ def trial_processes_alive(marker: str) -> list[int]:
         if marker in cmd and state != "Z":
             pids.append(int(entry))
     return pids
+
+
+def replay_asha(progress, min_epochs: int = 1, reduction_factor: int = 3) -> dict[int, int]:
+    """The trials a fresh ASHA stops when fed a journal's epoch reports in order, and the epoch of
+    each decision (a re-run, whose epochs start again at 1, is judged afresh)."""
+    from hpo.stoppers import AshaStopper
+
+    asha, decided, last = AshaStopper(min_epochs, reduction_factor), {}, {}
+    for trial_id, epoch, value in progress:
+        if epoch <= last.get(trial_id, 0):
+            decided.pop(trial_id, None)
+        last[trial_id] = epoch
+        if trial_id not in decided and asha.report(trial_id, epoch, value):
+            decided[trial_id] = epoch
+    return decided

@@ -22,7 +22,10 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
   metric ``Infinity`` (what a careless trial program writes with Python's json);
 - ``bad_result``: a result.json of the wrong shape (``heads`` a list, ``epochs`` a text);
 - ``result_is_dir``: a directory where result.json should be;
-- ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap).
+- ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap);
+- ``epochs``: ``Fault.epochs`` epochs of ``Fault.epoch_s`` each with the validation objective
+  :func:`objective_of` + 1/epoch, one ``progress.jsonl`` line per epoch (the trainer's contract);
+  after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far).
 
 With world size > 1 the processes rendezvous through torch.distributed (gloo, the given init method)
 and all-reduce their rank numbers; rank 0 writes the result.
@@ -110,6 +113,8 @@ def train(args: argparse.Namespace) -> int:
             print("fault_trainer: crashing on purpose (first attempt)", flush=True)
             return 3
     fault = config.get("Fault", {})
+    if mode == "epochs":
+        return _epochs(config, run_dir, t0)
     time.sleep(float(fault.get("slow_s", 2.0) if mode == "slow" else fault.get("sleep_s", 0.0)))
     if args.world_size > 1:
         total = _allreduce_ranks(args)
@@ -143,6 +148,28 @@ def train(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         time.sleep(2.5)  # the agent checks the log's size every 2 s while the trial runs
     _write(run_dir, _result("completed", objective_of(config), None, time.time() - t0, args.world_size))
+    return 0
+
+
+def _epochs(config: dict, run_dir: Path, t0: float) -> int:
+    fault = config.get("Fault", {})
+    epochs, epoch_s = int(fault.get("epochs", 9)), float(fault.get("epoch_s", 0.15))
+    best = math.inf
+    for epoch in range(1, epochs + 1):
+        time.sleep(epoch_s)
+        value = objective_of(config) + 1.0 / epoch
+        best = min(best, value)
+        with open(run_dir / "progress.jsonl", "a") as fh:
+            fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0}) + "\n")
+        stop = run_dir / "stop"
+        if stop.exists() and epoch < epochs:
+            result = _result("stopped", best, stop.read_text().strip(), time.time() - t0, 1)
+            result["epochs"] = epoch
+            _write(run_dir, result)
+            return 0
+    result = _result("completed", best, None, time.time() - t0, 1)
+    result["epochs"] = epochs
+    _write(run_dir, result)
     return 0
 
 

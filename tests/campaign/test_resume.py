@@ -16,6 +16,7 @@ from campaign_testkit import (
     fault_objective,
     hpo_argv,
     of,
+    replay_asha,
     results_rows,
     run_hpo,
     trial_processes_alive,
@@ -142,3 +143,35 @@ def test_max_time_counts_campaign_time_over_all_runs(tmp_path: Path) -> None:
     second = CampaignState.replay(evs)
     assert second.num_finished == first.num_finished
     assert len(of(evs, "trial_started")) == sum(len(r.attempts) for r in first.trials.values())
+
+
+def test_kill_9_while_trials_are_being_stopped_loses_nothing(tmp_path: Path) -> None:
+    """Early discarding across a crash: the journal's learning curves rebuild ASHA on --resume, the
+    trials cut short are re-run and judged afresh, and at the end every stop is the one a fresh
+    ASHA makes from the whole journal."""
+    campaign = write_campaign(tmp_path, max_trials=14, mode="epochs",
+                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["Fault"].update(epochs=9, epoch_s=0.15)
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    out = tmp_path / "out"
+    job = subprocess.Popen(hpo_argv(campaign, out, 4), cwd=REPO, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        before = _wait_for_mid_campaign(out / "journal.jsonl", job)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    before = CampaignState.replay(read_journal(out / "journal.jsonl").events)
+    assert before.progress and before.running_at_crash
+    proc = run_hpo(campaign, out, 4, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    evs = read_journal(out / "journal.jsonl").events
+    after = CampaignState.replay(evs)
+    terminal = Counter(e["trial_id"] for e in evs if e["event"] in ("trial_finished", "trial_failed"))
+    assert sorted(terminal) == list(range(14)) and set(terminal.values()) == {1}
+    stopped = {r.trial_id for r in after.finished if r.status == "stopped"}
+    assert stopped and all(r.status in ("stopped", "completed") for r in after.finished)
+    assert stopped == {t for t, epoch in replay_asha(after.progress).items() if epoch < 9}
+    for record in after.finished:  # a re-run's curve starts again at epoch 1
+        assert [e for e, _ in record.last_attempt.curve] == list(range(1, record.last_attempt.result["epochs"] + 1))

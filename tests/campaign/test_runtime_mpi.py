@@ -15,6 +15,7 @@ from campaign_testkit import (
     events,
     fault_objective,
     of,
+    replay_asha,
     results_rows,
     run_hpo,
     write_campaign,
@@ -347,3 +348,44 @@ def test_a_trial_sent_ahead_of_a_slow_one_is_taken_back_for_an_idle_slot(tmp_pat
     # first one started), and must not wait for it
     for tid in (1, 2):
         assert ends[tid]["started_at"] < ends[0]["ended_at"] - 1.0, (tid, ends)
+
+
+def test_asha_stops_losing_trials_and_the_journal_replays_its_decisions(tmp_path: Path) -> None:
+    """Early discarding end to end: trials report each epoch (progress.jsonl -> agent -> rank 0 ->
+    journal trial_progress), ASHA asks the losers to stop (RUN_DIR/stop), they end as ``stopped``
+    with their best so far and fewer epochs; the journal's curves replayed into a fresh ASHA give
+    the same stops; results.csv and report count them."""
+    from hpo.state import CampaignState
+
+    campaign = write_campaign(tmp_path, max_trials=12, mode="epochs",
+                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["Fault"].update(epochs=9, epoch_s=0.12)
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=4)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    state = CampaignState.replay(evs)
+    finished = {e["trial_id"]: e["result"] for e in of(evs, "trial_finished")}
+    assert sorted(finished) == list(range(12))
+    stopped = {t for t, r in finished.items() if r["status"] == "stopped"}
+    assert stopped and len(stopped) < 12
+    for t in stopped:
+        assert finished[t]["epochs"] < 9 and finished[t]["failure_reason"].startswith("early stopping (asha) after epoch")
+        result = json.loads((out / "trials" / str(t) / "result.json").read_text())
+        assert result["status"] == "stopped" and result["objective"] == pytest.approx(finished[t]["objective"])
+    # every epoch a trial finished is in the journal, before its end
+    for t, record in state.trials.items():
+        curve = record.last_attempt.curve
+        assert [e for e, _ in curve] == list(range(1, finished[t]["epochs"] + 1))
+    # the stop decisions follow from the journal alone (a decision at the last epoch comes too late)
+    decided = replay_asha(state.progress)
+    assert stopped == {t for t, epoch in decided.items() if epoch < 9}
+    rows = results_rows(out)
+    assert [r["m:status"] for r in rows].count("stopped") == len(stopped)
+    from hpo.report import write_report
+
+    files = write_report(out)
+    assert f"stopped early ({len(stopped)} trials" in files.text
+    assert files.curves_png is not None and files.curves_png.stat().st_size > 10_000

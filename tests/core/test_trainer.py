@@ -359,3 +359,26 @@ def test_potential_mode_forces_are_energy_gradients(tmp_path):
         assert float(forces[atom, axis]) == pytest.approx(numeric, rel=2e-2, abs=2e-3)
     errs = (pred["forces"] - batch.y_forces).abs().mean()
     assert float(errs) == pytest.approx(result.heads["forces"].test_mae, rel=1e-4)
+
+
+def test_a_campaign_stop_ends_the_trial_after_its_epoch_with_the_best_kept(tmp_path, dataset):
+    """RUN_DIR/stop (what a campaign's agent writes): the trainer finishes the epoch, keeps its best
+    checkpoint and ends as ``stopped``; every finished epoch is a line of progress.jsonl."""
+    run_dir = tmp_path / "stop"
+    run_dir.mkdir()
+    (run_dir / "stop").write_text("asha: rung 0 (epoch 1), not in the top 1/3")
+    result = run(dataset, run_dir, num_epoch=50)
+    assert result.status == "stopped" and result.epochs == 1
+    assert result.failure_reason == "asha: rung 0 (epoch 1), not in the top 1/3 (after epoch 0)"
+    assert result.objective is not None and (run_dir / result.checkpoint).is_file()
+    lines = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [1]
+    assert lines[0]["objective"] == pytest.approx(result.objective, rel=1e-6)
+    assert set(lines[0]["heads"]) == {"energy", "charge"}
+    assert lines[0]["heads"]["energy"]["val_mae"] == pytest.approx(result.heads["energy"].val_mae, rel=1e-6)
+    assert lines[0]["heads"]["charge"]["val_rmse"] == pytest.approx(result.heads["charge"].val_rmse, rel=1e-6)
+    # without a stop request every epoch is reported
+    full = run(dataset, tmp_path / "full", num_epoch=3)
+    curve = [json.loads(line) for line in (tmp_path / "full" / "progress.jsonl").read_text().splitlines()]
+    assert full.status == "completed" and [c["epoch"] for c in curve] == [1, 2, 3]
+    assert min(c["objective"] for c in curve) == pytest.approx(full.objective, rel=1e-6)

@@ -272,3 +272,32 @@ def test_select_cli_greedy_per_head(direct_campaign, tmp_path, capsys):
     assert main(["select", str(direct_campaign.root), "--method", "greedy-per-head", "--bags", "0",
                  "-o", str(tmp_path / "x")]) == 2
     assert "--bags must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_stopped_trials_are_members_only_when_asked(direct_campaign, tmp_path):
+    """A trial the campaign's stopper ended early is left out of the candidates (with the reason),
+    unless ``include_stopped``."""
+    import json
+    import shutil
+
+    from ensemble.campaign import read_campaign
+
+    root = tmp_path / "campaign"
+    shutil.copytree(direct_campaign.root, root)
+    lines = (root / "journal.jsonl").read_text().splitlines()
+    changed = []
+    for line in lines:
+        event = json.loads(line)
+        if event.get("event") == "trial_finished" and event["trial_id"] == 3:
+            event["result"]["status"] = "stopped"
+            event["result"]["failure_reason"] = "early stopping (asha) after epoch 1: objective 0.1"
+        changed.append(json.dumps(event))
+    (root / "journal.jsonl").write_text("\n".join(changed) + "\n")
+    result = json.loads((root / "trials" / "3" / "result.json").read_text())
+    result["status"] = "stopped"
+    (root / "trials" / "3" / "result.json").write_text(json.dumps(result))
+    default = read_campaign(root)
+    assert 3 not in [t.trial_id for t in default.ranked()]
+    assert default.trials[3].excluded_because.startswith("stopped early by the campaign's stopper")
+    allowed = read_campaign(root, include_stopped=True)
+    assert 3 in [t.trial_id for t in allowed.ranked()]

@@ -29,4 +29,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     print(files.text)
     print(f"\nplots: {files.objective_png}\n       {files.gantt_png}")
+    if files.curves_png is not None:
+        print(f"       {files.curves_png}")
     return 0

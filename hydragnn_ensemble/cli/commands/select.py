@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="replace an ensemble directory written by an earlier select (never anything else)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--include-stopped", action="store_true",
+                        help="let trials the campaign's early stopping ended be members (default: not)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bags < 1:
         raise UserError(f"--bags must be >= 1, got {args.bags}")
     options = BuildOptions(top_k=args.top_k, method=args.method, candidates=args.candidates,
+                           include_stopped=args.include_stopped,
                            rounds=args.rounds, bags=args.bags,
                            dataset=args.dataset, batch_size=args.batch_size, overwrite=args.force,
                            progress=not args.no_progress)

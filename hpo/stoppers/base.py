@@ -1,0 +1,71 @@
+"""The contract every early-discarding stopper fulfils."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+Value = float | Sequence[float]  # one objective, or several (multi-objective stoppers)
+
+
+class Stopper(ABC):
+    """Decides from the learning curves trials report which trials to stop early.
+
+    What it sees: :meth:`report` is called once per finished epoch of a trial, in the order the
+    campaign learns of them (the journal's order; a resumed campaign replays the same calls before
+    it goes on), with ``epoch`` the number of epochs the trial has finished (from 1) and ``value``
+    that epoch's validation objective, lower is better (NaN for a non-finite one). A trial that is
+    re-run starts again at epoch 1: its new reports replace its earlier ones.
+
+    What it returns: True when the trial should stop now, False to let it go on. It is not asked
+    about a trial again after True (unless the trial is re-run). Decisions depend only on the
+    sequence of reports (no clock, no randomness), so a replay rebuilds the same state.
+
+    :meth:`expected_fraction` is what the cost model plans with: the fraction of a trial's
+    ``max_epochs`` it is expected to train under this stopper (1.0: no discarding).
+    """
+
+    name: str = "base"
+
+    @abstractmethod
+    def report(self, trial_id: int, epoch: int, value: Value) -> bool:
+        """Record ``value`` of ``trial_id`` after ``epoch`` epochs; True to stop the trial now."""
+
+    def expected_fraction(self, max_epochs: int) -> float:
+        """Expected share of ``max_epochs`` a trial trains (1.0 unless the stopper says less)."""
+        return 1.0
+
+
+class Rungs:
+    """Values recorded per trial at each rung (a re-run's value replaces its earlier one) and the
+    next rung each trial is to be checked at; what rung-based stoppers share."""
+
+    def __init__(self) -> None:
+        self.values: list[dict[int, Value]] = []  # rung -> {trial: value}
+        self.next_rung: dict[int, int] = {}
+        self.last_epoch: dict[int, int] = {}
+
+    def start(self, trial_id: int, epoch: int) -> int:
+        """The rung to check ``trial_id`` at now (a report of an epoch not after its last one
+        means the trial was re-run: it starts again at rung 0)."""
+        if epoch <= self.last_epoch.get(trial_id, 0):
+            self.next_rung[trial_id] = 0
+        self.last_epoch[trial_id] = epoch
+        return self.next_rung.get(trial_id, 0)
+
+    def competing(self, rung: int, trial_id: int, value: Value) -> list[Value]:
+        """Record ``value`` at ``rung``; returns the values there of the other trials plus it."""
+        while len(self.values) <= rung:
+            self.values.append({})
+        at = self.values[rung]
+        at.pop(trial_id, None)
+        others = list(at.values())
+        at[trial_id] = value
+        return others + [value]
+
+
+def is_nan(value: Value) -> bool:
+    if isinstance(value, (int, float)):
+        return math.isnan(value)
+    return any(math.isnan(v) for v in value)

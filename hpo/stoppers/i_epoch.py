@@ -1,0 +1,37 @@
+"""The i-epoch baseline (Egele et al., "Is one epoch all you need for multi-fidelity HPO?")."""
+
+from __future__ import annotations
+
+import math
+
+from hpo.stoppers.base import Rungs, Stopper, is_nan
+
+
+class IEpochStopper(Stopper):
+    """Every trial trains ``epochs`` epochs; it goes on to its full budget only when its value then
+    is among the best ``keep`` fraction of the values recorded at that epoch so far (itself
+    included; the first trial always goes on). One decision per trial."""
+
+    name = "i-epoch"
+
+    def __init__(self, epochs: int = 1, keep: float = 1 / 3) -> None:
+        if epochs < 1 or not 0 < keep <= 1:
+            raise ValueError(f"i-epoch: epochs >= 1 and 0 < keep <= 1, got {epochs}, {keep}")
+        self.epochs = epochs
+        self.keep = keep
+        self.rungs = Rungs()
+
+    def report(self, trial_id: int, epoch: int, value: float) -> bool:
+        rung = self.rungs.start(trial_id, epoch)
+        if rung > 0 or epoch < self.epochs:
+            return False
+        if is_nan(value):
+            return True
+        competing = sorted(self.rungs.competing(0, trial_id, value))
+        self.rungs.next_rung[trial_id] = 1
+        return value > competing[max(math.ceil(self.keep * len(competing)) - 1, 0)]
+
+    def expected_fraction(self, max_epochs: int) -> float:
+        if self.epochs >= max_epochs:
+            return 1.0
+        return (self.epochs + self.keep * (max_epochs - self.epochs)) / max_epochs

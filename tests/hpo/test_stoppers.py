@@ -1,0 +1,149 @@
+"""Stoppers: ASHA decision for decision as Optuna's SuccessiveHalvingPruner on the same learning
+curves; the i-epoch baseline, the median rule and the multi-objective rule on curves whose answer
+is known; replays rebuild the same decisions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hpo.stoppers import AshaStopper, IEpochStopper, MedianStopper, ParetoAshaStopper, front_index, make_stopper
+
+
+def curves(num_trials: int, epochs: int, seed: int) -> dict[int, list[float]]:
+    """Noisy decreasing learning curves with different final levels and speeds."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in range(num_trials):
+        level, scale, speed = rng.uniform(0.1, 1.0), rng.uniform(0.5, 2.0), rng.uniform(0.5, 2.0)
+        out[t] = [float(level + scale / (1 + speed * e) + rng.normal(0, 0.02)) for e in range(epochs)]
+    return out
+
+
+def schedule(num_trials: int, epochs: int, parallel: int, seed: int):
+    """(trial, epoch) reports in an asynchronous order: ``parallel`` trials run at once, each
+    reports its epochs in order, a new trial starts when one ends; yields and learns stops."""
+    rng = np.random.default_rng(seed + 1)
+    waiting = list(range(num_trials))
+    running = {waiting.pop(0): 0 for _ in range(min(parallel, num_trials))}
+    while running:
+        trial = int(rng.choice(sorted(running)))
+        running[trial] += 1
+        stopped = yield trial, running[trial]
+        if stopped or running[trial] == epochs:
+            del running[trial]
+            if waiting:
+                running[waiting.pop(0)] = 0
+
+
+@pytest.mark.parametrize("min_epochs,reduction_factor,rate", [(1, 3, 0), (1, 2, 0), (2, 3, 1)])
+def test_asha_makes_optunas_successive_halving_decisions(min_epochs, reduction_factor, rate):
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    num_trials, epochs = 40, 27
+    values = curves(num_trials, epochs, seed=reduction_factor + rate)
+    study = optuna.create_study(
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=min_epochs, reduction_factor=reduction_factor,
+                                                      min_early_stopping_rate=rate))
+    theirs = {}
+    ours = AshaStopper(min_epochs, reduction_factor, rate)
+    decisions_ours, decisions_theirs = [], []
+    order = schedule(num_trials, epochs, parallel=6, seed=reduction_factor)
+    stopped = None
+    while True:
+        try:
+            trial, epoch = order.send(stopped)
+        except StopIteration:
+            break
+        if trial not in theirs:
+            theirs[trial] = study.ask()
+        value = values[trial][epoch - 1]
+        theirs[trial].report(value, step=epoch)
+        prune = theirs[trial].should_prune()
+        stop = ours.report(trial, epoch, value)
+        decisions_theirs.append((trial, epoch, prune))
+        decisions_ours.append((trial, epoch, stop))
+        if prune:
+            study.tell(theirs[trial], state=TrialState.PRUNED)
+        elif epoch == epochs:
+            study.tell(theirs[trial], value)
+        stopped = prune
+    assert decisions_ours == decisions_theirs
+    stops = [d for d in decisions_ours if d[2]]
+    assert 10 < len(stops) < num_trials  # the comparison covered real decisions both ways
+    assert any(e > min_epochs * reduction_factor ** rate for _, e, s in decisions_ours if s)  # beyond rung 0
+
+
+def test_asha_expected_fraction_and_rungs():
+    asha = AshaStopper(min_epochs=1, reduction_factor=3)
+    # 27 epochs: rungs at 1, 3, 9; kept 1, 1/3, 1/9, 1/27 of the trials in the segments
+    expected = (1 + (3 - 1) / 3 + (9 - 3) / 9 + (27 - 9) / 27) / 27
+    assert asha.expected_fraction(27) == pytest.approx(expected)
+    assert AshaStopper(min_epochs=5).expected_fraction(5) == 1.0
+    # the first trial at a rung goes on; a worse second one stops; a re-run starts at rung 0 again
+    assert not asha.report(0, 1, 0.5) and asha.report(1, 1, 0.9)
+    assert not asha.report(1, 1, 0.1)  # re-run of trial 1 (epoch 1 again): judged afresh
+    assert asha.report(2, 1, math.nan)
+
+
+def test_i_epoch_keeps_the_best_third_after_its_epochs():
+    stopper = IEpochStopper(epochs=2, keep=1 / 3)
+    values = [0.5, 0.7, 0.3, 0.9, 0.4, 0.8]
+    decisions = []
+    for t, v in enumerate(values):
+        assert not stopper.report(t, 1, 10.0)  # before the decision epoch nothing stops
+        decisions.append(stopper.report(t, 2, v))
+        assert not stopper.report(t, 3, 99.0)  # decided once
+    # trial t goes on when it is within the best ceil(n/3) of the n values seen so far
+    assert decisions == [False, True, False, True, False, True]
+    assert stopper.expected_fraction(10) == pytest.approx((2 + 8 / 3) / 10)
+
+
+def test_median_rule_needs_enough_trials():
+    stopper = MedianStopper(min_epochs=2, min_trials=3)
+    for t, v in enumerate([0.1, 0.2, 0.3]):
+        assert not stopper.report(t, 2, v)
+    assert stopper.report(3, 2, 0.25)  # median of 0.1, 0.2, 0.3 is 0.2
+    assert not stopper.report(4, 2, 0.15)
+    assert not stopper.report(5, 1, 99.0)  # before min_epochs
+
+
+def test_pareto_asha_keeps_trade_offs_and_stops_the_dominated():
+    assert front_index([(1, 1), (2, 2), (0, 3), (3, 0), (2, 3)]) == [0, 1, 0, 0, 2]
+    stopper = ParetoAshaStopper(min_epochs=1, reduction_factor=3)
+    # error vs inference cost: three trade-offs go on, a trial worse in both than several stops
+    assert not stopper.report(0, 1, (0.10, 5.0))
+    assert not stopper.report(1, 1, (0.30, 1.0))
+    assert not stopper.report(2, 1, (0.20, 2.0))
+    assert stopper.report(3, 1, (0.35, 6.0))  # dominated by all three
+    assert not stopper.report(4, 1, (0.05, 9.0))  # a new extreme of the front
+
+
+def test_replaying_the_reports_rebuilds_the_decisions():
+    values = curves(20, 9, seed=5)
+    reports = [(t, e, values[t][e - 1]) for e in range(1, 10) for t in range(20)]
+    first = AshaStopper(1, 3)
+    decided = {}
+    for t, e, v in reports:
+        if t not in decided:
+            if first.report(t, e, v):
+                decided[t] = e
+    again = AshaStopper(1, 3)
+    replayed = {}
+    for t, e, v in reports:
+        if t not in replayed and again.report(t, e, v):
+            replayed[t] = e
+    assert replayed == decided and decided
+
+
+def test_make_stopper_names_bad_input():
+    assert isinstance(make_stopper("asha", {"min_epochs": 2}), AshaStopper)
+    with pytest.raises(ValueError, match="choose one of"):
+        make_stopper("hyperband", {})
+    with pytest.raises(ValueError, match="asha does not accept"):
+        make_stopper("asha", {"keep": 0.5})
