@@ -2,8 +2,8 @@
 
 Kinds: ``tensor`` (any shape >= 1-D), ``tensor0d`` (0-D tensor, stored as shape [1]), ``str``
 (UTF-8 bytes as uint8, HydraGNN's convention), ``int`` and ``float`` (Python/NumPy scalars, stored
-as shape [1]). Bool tensors are stored as uint8 (HydraGNN's readers know uint8, not bool) and come
-back as bool.
+as shape [1]). Bool tensors are stored as int64 (HydraGNN's reader knows no bool and turns uint8
+into text) and come back as bool.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _STORED_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.int16: np.dtype(np.int16),
     torch.int8: np.dtype(np.int8),
     torch.uint8: np.dtype(np.uint8),
-    torch.bool: np.dtype(np.uint8),
+    torch.bool: np.dtype(np.int64),
 }
 _TORCH_DTYPE_BY_NAME: dict[str, torch.dtype] = {str(t).removeprefix("torch."): t for t in _STORED_DTYPE}
 

@@ -15,6 +15,7 @@ from graph_builders.schema import HeadRegistry
 from graph_builders.store import _layout as L
 from graph_builders.store._engine import close_reader, open_reader
 from graph_builders.store._fields import FieldSpec, decode, spec_from_file
+from graph_builders.store._hydragnn import HYDRAGNN_FIELDS
 from graph_builders.store.errors import DatasetNotFoundError, SampleIndexError, StoreError
 
 
@@ -215,6 +216,8 @@ class GraphStore:
         kinds = json.loads(f.read_attribute(L.fields_attr(split))) if L.fields_attr(split) in attrs else {}
         fields: dict[str, _Field] = {}
         for key in keys:
+            if key in HYDRAGNN_FIELDS:
+                continue  # written for HydraGNN's loader; repeats our own fields
             variable = f.inquire_variable(L.data_var(split, key))
             if variable is None:
                 raise StoreError(f"{self.path}: key {key!r} of {split!r} is listed but has no variable")

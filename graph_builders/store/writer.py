@@ -28,6 +28,7 @@ from graph_builders.store import _layout as L
 from graph_builders.store._atomic import check_output_path, remove_path, replace_path, temporary_path
 from graph_builders.store._engine import close_reader, open_writer
 from graph_builders.store._fields import FieldSpec, encode, field_spec
+from graph_builders.store._hydragnn import with_hydragnn_fields
 from graph_builders.store.errors import InconsistentGraphsError, StoreError
 from graph_builders.store.reader import open_adios_file
 
@@ -51,7 +52,9 @@ def write_dataset(
     ``splits`` maps "trainset"/"valset"/"testset" to indices into ``graphs``; ``None`` splits at
     random with ``seed`` and ``fractions`` (train, val, test). Every graph is checked against the
     schema and the heads, and all graphs must have the same attributes. ``metadata`` and
-    ``normalisation`` must be JSON-serialisable. The file appears under ``path`` only once complete
+    ``normalisation`` must be JSON-serialisable. Each sample also gets the fields HydraGNN's
+    loader needs (:mod:`graph_builders.store._hydragnn`: ``y``/``y_loc``, ``edge_shifts``,
+    ``atomic_numbers``), so the file trains in HydraGNN unchanged. The file appears under ``path`` only once complete
     (an existing dataset there is replaced); returns ``path``.
     """
     path = Path(path)
@@ -60,7 +63,9 @@ def write_dataset(
     if not graphs:
         raise StoreError(f"{path}: no graphs to write")
     split_indices = resolve_splits(len(graphs), splits, seed, fractions)
-    specs = _check_graphs(graphs, heads)
+    _check_graphs(graphs, heads)
+    graphs = [with_hydragnn_fields(g, heads, _label(graphs, i)) for i, g in enumerate(graphs)]
+    specs = {key: field_spec(graphs[0], key, _label(graphs, 0)) for key in sorted(graphs[0].keys())}
     attributes = {
         L.FORMAT_ATTR: L.FORMAT_VERSION,
         L.HEADS_ATTR: heads.to_json(),
@@ -175,13 +180,14 @@ def _label(graphs: Sequence[Data], index: int) -> str:
     return f"graph {index}" + (f" ({name!r})" if isinstance(name, str) else "")
 
 
-def _check_graphs(graphs: Sequence[Data], heads: HeadRegistry) -> dict[str, FieldSpec]:
-    """Validate every graph; return the field specs of the first (all graphs must share its keys)."""
+def _check_graphs(graphs: Sequence[Data], heads: HeadRegistry) -> None:
+    """Validate every graph (all graphs must have the keys of the first)."""
     first = graphs[0]
     if not isinstance(first, Data):
         raise StoreError(f"graph 0 is a {type(first).__name__}, not a torch_geometric Data")
     keys = sorted(first.keys())
-    specs = {key: field_spec(first, key, _label(graphs, 0)) for key in keys}
+    for key in keys:
+        field_spec(first, key, _label(graphs, 0))  # a field the store cannot hold, named early
     key_set = set(keys)
     for index, graph in enumerate(graphs):
         label = _label(graphs, index)
@@ -194,7 +200,6 @@ def _check_graphs(graphs: Sequence[Data], heads: HeadRegistry) -> dict[str, Fiel
                 f"{label} has different attributes from graph 0: missing {sorted(key_set - other)}, "
                 f"extra {sorted(other - key_set)}"
             )
-    return specs
 
 
 def _write_split(

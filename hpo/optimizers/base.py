@@ -88,8 +88,11 @@ class Optimizer(ABC):
             out.append(Suggestion(sid, params))
         return out
 
-    def tell(self, suggestion_id: int, objective: float | None) -> None:
-        """Report the result of a suggestion; ``None`` marks a failed trial."""
+    def tell(self, suggestion_id: int, objective: float | None, stopped_after: int | None = None) -> None:
+        """Report the result of a suggestion; ``None`` marks a failed trial. ``stopped_after``: the
+        campaign's stopper ended the trial after that many epochs (the fidelity it reached), and
+        ``objective`` is its best so far; a backend that knows fidelities records it as such
+        (:meth:`_tell_stopped`), the others as a result."""
         if suggestion_id not in self._pending:
             raise UnknownSuggestionError(
                 f"optimizer {self.name!r}: suggestion id {suggestion_id!r} is unknown or was "
@@ -98,7 +101,10 @@ class Optimizer(ABC):
         objective = self._check_objective(objective)
         params = self._pending.pop(suggestion_id)
         self._record(params, objective)
-        self._tell(suggestion_id, params, objective)
+        if stopped_after is not None and objective is not None:
+            self._tell_stopped(suggestion_id, params, objective, stopped_after)
+        else:
+            self._tell(suggestion_id, params, objective)
 
     def tell_past(self, params: Mapping[str, Any], objective: float | None) -> None:
         """Replay a result from an earlier run of the campaign (resume)."""
@@ -124,6 +130,11 @@ class Optimizer(ABC):
     @abstractmethod
     def _tell_past(self, params: dict[str, Any], objective: float | None) -> None:
         """Record a result of a point this optimizer instance did not suggest."""
+
+    def _tell_stopped(self, suggestion_id: int, params: dict[str, Any], objective: float, epochs: int) -> None:
+        """Record a trial stopped early after ``epochs`` epochs with ``objective`` its best so far
+        (default: as a result)."""
+        self._tell(suggestion_id, params, objective)
 
     # -- helpers ------------------------------------------------------------------------------
     def _check_objective(self, objective: Any) -> float | None:

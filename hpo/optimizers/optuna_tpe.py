@@ -66,6 +66,12 @@ class OptunaTPE(Optimizer):
         else:
             self.study.tell(trial, objective)
 
+    def _tell_stopped(self, suggestion_id: int, params: dict[str, Any], objective: float, epochs: int) -> None:
+        """A pruned trial with its value at the epoch it reached (TPE ranks pruned trials by it)."""
+        trial = self._trials.pop(suggestion_id)
+        trial.report(objective, step=epochs)
+        self.study.tell(trial, state=self._optuna.trial.TrialState.PRUNED)
+
     def _tell_past(self, params: dict[str, Any], objective: float | None) -> None:
         TrialState = self._optuna.trial.TrialState
         frozen = self._optuna.trial.create_trial(

@@ -87,7 +87,14 @@ def _unknown_key_message(path: str, key: str, valid: list[str]) -> str:
 def check_unknown_keys(data: Mapping[str, Any], model: type[BaseModel] = HydraConfig,
                        path: str = "") -> list[str]:
     """One message per key in ``data`` (recursively) that the schema does not know."""
+    return _known_part(data, model, path)[1]
+
+
+def _known_part(data: Mapping[str, Any], model: type[BaseModel], path: str) -> tuple[dict[str, Any], list[str]]:
+    """``data`` without the keys the schema does not know (recursively), and one message per
+    such key: what pydantic then validates, so that every problem is reported in one go."""
     errors: list[str] = []
+    known: dict[str, Any] = {}
     keys = _json_keys(model)
     for key, value in data.items():
         if key not in keys:
@@ -95,8 +102,10 @@ def check_unknown_keys(data: Mapping[str, Any], model: type[BaseModel] = HydraCo
             continue
         sub = _submodel(model.model_fields[keys[key]].annotation)
         if sub is not None and isinstance(value, Mapping):
-            errors.extend(check_unknown_keys(value, sub, f"{path}.{key}" if path else key))
-    return errors
+            value, sub_errors = _known_part(value, sub, f"{path}.{key}" if path else key)
+            errors.extend(sub_errors)
+        known[key] = value
+    return known, errors
 
 
 def _format_pydantic(exc: ValidationError) -> list[str]:
@@ -121,13 +130,17 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<config>") -> Hydra
     """Validate a config dict; raise :class:`ConfigError` naming ``source`` and each bad key."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"top level must be a JSON object, got {type(data).__name__}"])
-    unknown = check_unknown_keys(data)
-    if unknown:
-        raise ConfigError(source, unknown)
+    if "NeuralNetwork" not in data:
+        raise ConfigError(source, [f"no NeuralNetwork section: not a HydraGNN training configuration "
+                                   f"(top-level keys: {', '.join(sorted(map(str, data))) or 'none'})"])
+    known, problems = _known_part(data, HydraConfig, "")
     try:
-        return HydraConfig.model_validate(dict(data))
+        config = HydraConfig.model_validate(known)
     except ValidationError as exc:
-        raise ConfigError(source, _format_pydantic(exc)) from None
+        problems += _format_pydantic(exc)
+    if problems:  # every problem of the file at once: unknown keys and bad values alike
+        raise ConfigError(source, problems)
+    return config
 
 
 def load_config(path: str | os.PathLike) -> HydraConfig:

@@ -92,6 +92,7 @@ class GraphHeadsSection(_Section):
     dim_sharedlayers: int = 64
     num_headlayers: int = 2
     dim_headlayers: list[int] = Field(default_factory=lambda: [64, 64])
+    type: Literal["mlp"] = "mlp"  # HydraGNN writes it for graph heads too; MLP is the only kind
 
     @model_validator(mode="after")
     def _check(self) -> "GraphHeadsSection":
@@ -128,10 +129,28 @@ class NodeHeadsSection(_Section):
 
 
 class OutputHeads(_Section):
-    """``output_heads``: the graph-level and node-level head architectures."""
+    """``output_heads``: the graph-level and node-level head architectures.
+
+    HydraGNN's multi-branch form (a list of ``{"type": "branch-<k>", "architecture": {...}}``, one
+    head set per dataset branch) is read when it has one branch (its architecture is the head);
+    several branches are refused: this package trains one head set."""
 
     graph: GraphHeadsSection | None = None
     node: NodeHeadsSection | None = None
+
+    @field_validator("graph", "node", mode="before")
+    @classmethod
+    def _one_branch(cls, value: Any, info) -> Any:
+        if not isinstance(value, list):
+            return value
+        branches = [b.get("type") if isinstance(b, dict) else b for b in value]
+        if len(value) != 1 or not isinstance(value[0], dict) or not isinstance(value[0].get("architecture"), dict):
+            raise ValueError(f"multi-branch heads ({len(value)} branches: {branches}) are not supported: "
+                             "this package trains one head set; keep one branch")
+        arch = dict(value[0]["architecture"])
+        if info.field_name == "graph":
+            arch.pop("type", None)  # HydraGNN writes the graph head's type ("mlp"); it has no other
+        return arch
 
 
 class ArchitectureSection(_Section):
@@ -143,6 +162,11 @@ class ArchitectureSection(_Section):
     ``pna_deg`` (degree histogram for PNA; computed from the training split when unset),
     ``enable_interatomic_potential`` (same as ``Training.compute_grad_energy``).
 
+    Accepted, not used: HydraGNN's MLIP loss weights ``energy_weight``, ``energy_peratom_weight``,
+    ``force_weight`` (potential mode here weights the energy and forces heads by ``task_weights``);
+    ``graph_attr_conditioning_mode`` (``use_graph_attr_conditioning: true`` is refused: not
+    available here). ``equivariance: true`` on a layer that is not equivariant is ignored with a
+    warning, as HydraGNN does; ``null`` (as HydraGNN writes it back) is false.
     Accepted, not used (graphs are built before training, or the layer is fixed by our builder):
     ``max_neighbours``, ``periodic_boundary_conditions``, ``num_filters``, ``envelope_exponent``,
     ``num_spherical``, ``int_emb_size``, ``basis_emb_size``, ``out_emb_size``, ``num_after_skip``,
@@ -180,7 +204,7 @@ class ArchitectureSection(_Section):
     node_max_ell: int | None = None
     avg_num_neighbors: float | None = None
     edge_features: list[str] | None = None
-    equivariance: bool = False
+    equivariance: bool | None = False
     activation_function: str = "relu"
     graph_pooling: str = "mean"
     global_attn_engine: str | None = None
@@ -193,6 +217,11 @@ class ArchitectureSection(_Section):
     enable_interatomic_potential: bool = False
     enable_atomistic_species_encoding: bool | None = None
     pna_deg: list[int] | None = None
+    energy_weight: float | None = None
+    energy_peratom_weight: float | None = None
+    force_weight: float | None = None
+    use_graph_attr_conditioning: bool = False
+    graph_attr_conditioning_mode: str | None = None
     input_dim: int | None = None
     output_dim: list[int] | None = None
     output_type: list[str] | None = None
@@ -241,10 +270,15 @@ class ArchitectureSection(_Section):
     @model_validator(mode="after")
     def _equivariance(self) -> "ArchitectureSection":
         if self.equivariance and self.mpnn_type not in EQUIVARIANT_MPNN_TYPES:
-            raise ValueError(
-                f"equivariance is only available for {', '.join(EQUIVARIANT_MPNN_TYPES)} "
-                f"(mpnn_type is {self.mpnn_type!r})"
-            )
+            import warnings
+
+            warnings.warn(f"NeuralNetwork.Architecture.equivariance: {self.mpnn_type} is not equivariant "
+                          f"(only {', '.join(EQUIVARIANT_MPNN_TYPES)} are); ignored, as HydraGNN does",
+                          stacklevel=2)
+            self.__dict__["equivariance"] = False
+        if self.use_graph_attr_conditioning:
+            raise ValueError("use_graph_attr_conditioning: HydraGNN's graph-attribute conditioning "
+                             f"({self.graph_attr_conditioning_mode or 'any mode'}) is not supported; set it to false")
         return self
 
 
@@ -256,7 +290,9 @@ class VariablesOfInterest(_Section):
     it from the data), ``input_node_features`` (columns of ``x`` fed to the model).
     Accepted, not used: ``output_index`` (HydraGNN's column in its raw files; heads are matched by
     name here), ``denormalize_output`` (metrics are always reported in physical units),
-    ``minmax_node_feature``, ``minmax_graph_feature``, ``x_minmax``, ``y_minmax``.
+    ``minmax_node_feature``, ``minmax_graph_feature``, ``x_minmax``, ``y_minmax``, and newer
+    HydraGNN's descriptions of its raw columns ``graph_feature_names``/``_dims``,
+    ``node_feature_names``/``_dims``.
     """
 
     input_node_features: list[int] = Field(default_factory=lambda: [0])
@@ -269,6 +305,10 @@ class VariablesOfInterest(_Section):
     minmax_graph_feature: list[Any] | None = None
     x_minmax: list[Any] | None = None
     y_minmax: list[Any] | None = None
+    graph_feature_names: list[str] | None = None
+    graph_feature_dims: list[int] | None = None
+    node_feature_names: list[str] | None = None
+    node_feature_dims: list[int] | None = None
 
     @model_validator(mode="after")
     def _lengths(self) -> "VariablesOfInterest":
@@ -333,7 +373,8 @@ class TrainingSection(_Section):
     mode: forces/stress by autograd from the energy head).
     HydraGNN keys accepted, not used: ``perc_train`` (splits come from the dataset file),
     ``Checkpoint``/``checkpoint_warmup`` (the best epoch is always checkpointed), ``continue``,
-    ``startfrom``, ``conv_checkpointing``.
+    ``startfrom``, ``conv_checkpointing``, ``precision`` (fp32 here; bf16 autocast with our
+    ``mixed_precision``), ``epoch_start``.
     Our keys: ``seed``, ``time_budget_s``, ``lr_schedule`` (``plateau``: ReduceLROnPlateau on the
     validation objective, factor 0.5, patience 5, min 1e-5, as HydraGNN's examples; ``cosine``:
     cosine decay to 1% over ``num_epoch``; ``none``), ``skip_nan_targets``, ``mixed_precision``
@@ -353,6 +394,8 @@ class TrainingSection(_Section):
     Optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     compute_grad_energy: bool = False
     conv_checkpointing: bool = False
+    precision: str | None = None
+    epoch_start: int = 0
     # --- our additions (see EXTENSION_KEYS) ---
     seed: int = 0
     time_budget_s: float | None = None
@@ -391,18 +434,42 @@ class TrainingSection(_Section):
         return _choice("lr_schedule", v, LR_SCHEDULES)
 
 
+def _mlip_energy_as_graph_head(voi: VariablesOfInterest, arch: ArchitectureSection) -> None:
+    """HydraGNN's MLIP form (``enable_interatomic_potential`` with one node-level head of dim 1,
+    the per-atom energies it sums into the total) read as this package's potential mode: a
+    graph-level energy head (per atom) with the node head's layers; forces and stress by autograd
+    as there. Anything else is left as it is."""
+    if not (arch.enable_interatomic_potential and voi.type == ["node"] and (voi.output_dim or [1]) == [1]):
+        return
+    node = arch.output_heads.node
+    if node is None or arch.output_heads.graph is not None:
+        return
+    import warnings
+
+    warnings.warn(f"NeuralNetwork: HydraGNN's MLIP form (node-level energy {voi.output_names[0]!r} with "
+                  "enable_interatomic_potential) is read as potential mode: a graph-level energy head "
+                  "per atom with the node head's layers; forces by autograd", stacklevel=3)
+    voi.__dict__["type"] = ["graph"]
+    arch.output_heads.__dict__["graph"] = GraphHeadsSection(
+        num_sharedlayers=1, dim_sharedlayers=node.dim_headlayers[0], num_headlayers=node.num_headlayers,
+        dim_headlayers=list(node.dim_headlayers))
+    arch.output_heads.__dict__["node"] = None
+
+
 class NeuralNetworkSection(_Section):
-    """``NeuralNetwork``: architecture, heads and training. ``ds_config`` (DeepSpeed): accepted,
-    not used."""
+    """``NeuralNetwork``: architecture, heads and training. ``ds_config`` (DeepSpeed) and
+    ``Profile`` (HydraGNN's profiler settings): accepted, not used."""
 
     Architecture: ArchitectureSection
     Variables_of_interest: VariablesOfInterest
     Training: TrainingSection = Field(default_factory=TrainingSection)
     ds_config: dict[str, Any] | None = None
+    Profile: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _cross(self) -> "NeuralNetworkSection":
         voi, arch = self.Variables_of_interest, self.Architecture
+        _mlip_energy_as_graph_head(voi, arch)
         n = len(voi.output_names)
         if arch.task_weights is None:
             arch.task_weights = [1.0] * n

@@ -136,7 +136,7 @@ class SchedulerRank(LoopActions):
         self._events: list[dict] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
         self._pending_stops: list[tuple[int, StopTrial]] = []  # sent after the progress is journaled
-        self._to_tell: list[tuple[TrialSpec, float | None]] = []  # outcomes of this turn
+        self._to_tell: list[tuple[TrialSpec, float | None, int | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
@@ -199,7 +199,8 @@ class SchedulerRank(LoopActions):
                       result=result.to_dict(), **ran)
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
-        self._to_tell.append((spec, objective))  # told after this turn's journal flush
+        stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None
+        self._to_tell.append((spec, objective, stopped_after))  # told after this turn's journal flush
 
     # -- starts ------------------------------------------------------------------------------------
     def _journal_start(self, rt: RunningTrial, **extra: Any) -> None:
@@ -315,9 +316,9 @@ class SchedulerRank(LoopActions):
             self.transport.send(dest, TAG_STOP, msg)
         self._pending_stops = []
         optimizer = self.session.pool.optimizer
-        for spec, objective in self._to_tell:
+        for spec, objective, stopped_after in self._to_tell:
             if spec.suggestion_id is not None:
-                optimizer.tell(spec.suggestion_id, objective)
+                optimizer.tell(spec.suggestion_id, objective, stopped_after)
             else:
                 optimizer.tell_past(spec.params, objective)
         self._to_tell = []

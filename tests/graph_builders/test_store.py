@@ -160,7 +160,7 @@ def test_hydragnn_layout_read_with_raw_adios2(atomic_file):
         variables = reader.available_variables()
         assert int(reader.read_attribute("total_ndata")) == 40
         assert [int(reader.read_attribute(f"{s}/ndata")) for s in ("trainset", "valset", "testset")] == [32, 4, 4]
-        keys = sorted(graphs[0].keys())
+        keys = sorted([*graphs[0].keys(), "y", "y_loc", "edge_shifts", "atomic_numbers"])
         source = reader.read("hydragnn_ensemble/trainset/source_index")
         for split in ("trainset", "valset", "testset"):
             assert reader.read_attribute_string(f"{split}/keys") == keys
@@ -173,7 +173,7 @@ def test_hydragnn_layout_read_with_raw_adios2(atomic_file):
                 assert count.dtype == np.int64 and len(count) == int(reader.read_attribute(f"{split}/ndata"))
                 assert int(count.sum()) == shape[vdim], key
                 assert offset.tolist() == np.concatenate([[0], np.cumsum(count)[:-1]]).tolist(), key
-        assert variables["trainset/pbc"]["Type"] == "uint8_t"
+        assert variables["trainset/pbc"]["Type"] == "int64_t"  # HydraGNN's reader turns uint8 into text
         assert variables["trainset/edge_index"]["Type"] == "int64_t"
         # names: UTF-8 bytes concatenated, HydraGNN's convention for strings
         names = reader.read("trainset/name").tobytes().decode()
@@ -189,6 +189,49 @@ def test_hydragnn_layout_read_with_raw_adios2(atomic_file):
         assert "normalisation" not in attrs
     finally:
         reader.close()
+
+
+def test_hydragnn_training_fields_hold_the_targets_and_periodic_shifts(atomic_file):
+    """What HydraGNN's loader and trainer read, sample by sample from the raw file: ``y`` is every
+    head's targets in the registry's order with ``y_loc`` the offsets; ``edge_shifts`` makes
+    HydraGNN's ``pos[row 1] - pos[row 0] + edge_shifts`` the negative of our edge vector (same
+    length); ``atomic_numbers`` is ``z`` as [N, 1] int64. Our reader does not return these fields."""
+    from graph_builders.schema import edge_vectors
+
+    path, graphs = atomic_file
+    reader = adios2.FileReader(str(path))
+    try:
+        variables = reader.available_variables()
+        assert variables["trainset/y_loc"]["Type"] == "int64_t"
+        assert variables["trainset/atomic_numbers"]["Type"] == "int64_t"
+        assert variables["trainset/y"]["Type"] == "float"
+        source = reader.read("hydragnn_ensemble/trainset/source_index")
+
+        def sample(key: str, i: int) -> np.ndarray:
+            vdim = int(reader.read_attribute(f"trainset/{key}/variable_dim"))
+            off = int(reader.read(f"trainset/{key}/variable_offset")[i])
+            cnt = int(reader.read(f"trainset/{key}/variable_count")[i])
+            shape = [int(n) for n in variables[f"trainset/{key}"]["Shape"].split(",")]
+            start = [0] * len(shape)
+            start[vdim], shape[vdim] = off, cnt
+            return reader.read(f"trainset/{key}", start, shape)
+
+        for i in (0, 7, 31):
+            graph = graphs[int(source[i])]
+            n = graph.num_nodes
+            y, y_loc = sample("y", i), sample("y_loc", i)
+            assert y.shape == (1 + 3 * n, 1) and y_loc.tolist() == [[0, 1, 1 + 3 * n]]
+            assert np.allclose(y[:1, 0], graph.y_energy.numpy().ravel())
+            assert np.allclose(y[1:, 0], graph.y_forces.numpy().ravel())
+            assert np.array_equal(sample("atomic_numbers", i)[:, 0], graph.z.numpy())
+            ei, pos = torch.from_numpy(sample("edge_index", i)), torch.from_numpy(sample("pos", i))
+            theirs = pos[ei[1]] - pos[ei[0]] + torch.from_numpy(sample("edge_shifts", i))
+            assert torch.allclose(theirs, -edge_vectors(graph), atol=1e-5)
+            assert torch.any(graph.edge_shift != 0)  # the check covers periodic images
+    finally:
+        reader.close()
+    with GraphStore(path) as store:
+        assert not {"y", "y_loc", "edge_shifts", "atomic_numbers"} & set(store.get("trainset", 0).keys())
 
 
 def test_reads_a_file_written_by_hydragnns_conventions(tmp_path):

@@ -147,3 +147,18 @@ def test_make_stopper_names_bad_input():
         make_stopper("hyperband", {})
     with pytest.raises(ValueError, match="asha does not accept"):
         make_stopper("asha", {"keep": 0.5})
+
+
+def test_a_stopped_trial_is_told_to_optuna_as_pruned_at_its_epoch():
+    from hpo.optimizers.optuna_tpe import OptunaTPE
+    from hpo.space import SearchSpace
+
+    space = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})
+    opt = OptunaTPE(space, seed=0)
+    first, second = opt.ask(2)
+    opt.tell(first.suggestion_id, 0.5, stopped_after=3)
+    opt.tell(second.suggestion_id, 0.2)
+    trials = opt.study.get_trials()
+    assert [t.state.name for t in trials] == ["PRUNED", "COMPLETE"]
+    assert trials[0].intermediate_values == {3: 0.5} and trials[1].value == 0.2
+    assert opt.best_objective == 0.2 and opt.num_told == 2

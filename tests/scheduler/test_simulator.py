@@ -69,3 +69,26 @@ def test_ask_latency_delays_first_starts():
     # and start when the first ones end at 15 s
     assert starts == [5.0] * 4 + [15.0] * 4
     assert r.summary["makespan_s"] == 25.0
+
+
+def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
+    """The simulator drives the campaign loop's stopper: trials with learning curves report each
+    epoch, ASHA stops the losers after their next epoch; the best trial still runs to the end."""
+    w = generate_workload(120, 16, 4, 0.5, seed=3, target_seconds=600.0, max_trial_nodes=2, curves=True)
+    plain = simulate(w, SimConfig(nodes=16, gpus_per_node=4, block_nodes=2))
+    asha = simulate(w, SimConfig(nodes=16, gpus_per_node=4, block_nodes=2, early_stopping="asha",
+                                 early_stopping_options={"min_epochs": 1, "reduction_factor": 3}))
+    p, a = plain.summary, asha.summary
+    assert p["stopped_trials"] == 0 and a["stopped_trials"] > 60
+    held = lambda r: sum(len(x.held) * (x.end - x.start) for x in r.records)  # noqa: E731
+    assert held(asha) < 0.6 * held(plain)
+    stopped = [x for x in asha.records if x.stopped]
+    assert all(0 < x.work_fraction < 1 and x.ok for x in stopped)
+    # a stopped trial's objective is the best of the epochs it trained, and it trained fewer epochs
+    by_id = {t.trial_id: t for t in w}
+    for x in stopped:
+        curve = by_id[x.trial_id].curve
+        trained = round(x.work_fraction * len(curve))
+        assert x.objective == min(curve[:trained])
+    # the best trial of the plain run is found with ASHA too, sooner
+    assert a["best_objective"] == p["best_objective"] and a["time_to_best_s"] < p["time_to_best_s"]
