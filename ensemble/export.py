@@ -8,7 +8,8 @@ Formats (``OUT_DIR`` always gets ``members.csv``, one row per trial: rank, trial
 searched values ``p:<key>``, per-head validation/test metrics ``m:<head>:<metric>``):
 
 * ``hydragnn``: ``trial_<id>.json``, a HydraGNN JSON config that ``hydragnn_ensemble.config.
-  load_config`` (and HydraGNN) reads;
+  load_config`` (and HydraGNN) reads; a member HydraGNN would build differently
+  (:func:`hydragnn_mismatch`) gets no file and is named in :attr:`ExportResult.not_expressible`;
 * ``json`` / ``yaml``: ``top_k.json`` / ``top_k.yaml``: a list of {rank, trial_id, objective,
   params, metrics, config};
 * ``csv``: the table only.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,33 @@ def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
 
 @dataclass
 class ExportResult:
-    """What an export wrote, and the trials it had to leave out (best first)."""
+    """What an export wrote, the trials it had to leave out (best first), and the exported trials
+    whose HydraGNN config was not written (``(trial id, why)``, format ``hydragnn`` only)."""
 
     files: list[Path]
     excluded: list[CampaignTrial]
+    not_expressible: list[tuple[int, str]] = field(default_factory=list)
+
+
+def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
+    """Why HydraGNN would build a different model from ``config`` than we trained, or ``None``.
+
+    HydraGNN's ``update_config`` sets a CGCNN's ``hidden_dim`` to its ``input_dim`` (the number of
+    ``input_node_features``) when no global attention is used: its CGConv keeps the input width.
+    Our CGCNN embeds the input to ``hidden_dim`` first, so a member whose width differs from the
+    input width has no HydraGNN equivalent (it would silently become a much smaller model there).
+    """
+    network = config.get("NeuralNetwork", {})
+    arch = network.get("Architecture", {})
+    if arch.get("mpnn_type") != "CGCNN" or arch.get("global_attn_engine"):
+        return None
+    width = len(network.get("Variables_of_interest", {}).get("input_node_features", [0]))
+    hidden = arch.get("hidden_dim")
+    if hidden == width:
+        return None
+    return (f"CGCNN with hidden_dim {hidden}: HydraGNN's CGCNN without global attention keeps the "
+            f"input width (hidden_dim := len(input_node_features) = {width}), so it would build a "
+            "different model; use --format json/yaml for this member")
 
 
 def is_export_dir(path: Path) -> bool:
@@ -149,8 +173,13 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
     files = [write_table(trials, out / TABLE_NAME)]
     records = [{"rank": t.rank, "trial_id": t.trial_id, "objective": t.objective, "params": t.params,
                 "metrics": t.metrics, "config": t.config} for t in trials]
+    not_expressible: list[tuple[int, str]] = []
     if fmt == "hydragnn":
         for t in trials:
+            why = hydragnn_mismatch(t.config)
+            if why is not None:
+                not_expressible.append((t.trial_id, why))
+                continue
             path = out / f"trial_{t.trial_id}.json"
             _write_text(path, json.dumps(t.config, indent=4) + "\n")
             files.append(path)
@@ -164,4 +193,4 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
         path = out / "top_k.yaml"
         _write_text(path, yaml.safe_dump(records, sort_keys=False))
         files.append(path)
-    return ExportResult(files, info.excluded_among_best(top_k))
+    return ExportResult(files, info.excluded_among_best(top_k), not_expressible)

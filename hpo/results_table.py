@@ -1,18 +1,26 @@
-"""``CAMPAIGN_DIR/results.csv`` in DeepHyper's column conventions.
+"""``CAMPAIGN_DIR/results.csv`` in DeepHyper's conventions, so that ``deephyper.analysis.hpo``
+(``parameters_at_max``, ``parameters_at_topk``, ``plot_search_trajectory_single_objective_hpo``,
+``plot_worker_utilization``, ...) gives the right answer with its default arguments.
 
-One row per trial that started (finished ones first by id, then running/interrupted ones):
+One row per trial that finished (DeepHyper lists gathered jobs only; a trial running now or at a
+crash is in the journal, not here), in the order rank 0 gathered them (DeepHyper writes its rows as
+jobs are gathered, and its trajectory plot relies on it):
 
 * ``p:<key>`` per search-space key;
-* ``objective``: the minimised objective of a completed trial, DeepHyper's failure marker ``F``
-  for any other finished trial, empty while running. (Unlike DeepHyper's own results.csv, whose
-  objective is maximised, this is the loss as reported in ``result.json``);
-* ``job_id`` (the trial id), ``job_status``: ``DONE`` (a trial_finished event), ``FAILED``
-  (trial_failed), ``RUNNING`` (started, no end: running now or at the crash);
-* ``m:timestamp_submit`` / ``m:timestamp_start`` / ``m:timestamp_end``: seconds since the campaign
-  first started (DeepHyper's timestamps are relative too), of the trial's last attempt;
-* ``m:status`` (result.json status or running/interrupted), ``m:attempts``, ``m:slots`` and
-  ``m:host`` (``;``-separated), ``m:size``, ``m:wall_time_s``, ``m:epochs``, ``m:num_parameters``,
-  ``m:peak_memory_mb``, ``m:failure_reason``.
+* ``objective``: DeepHyper's maximised objective, i.e. the **negated** loss of a trial with a
+  result (completed, or stopped early: its best value at the rung it reached), DeepHyper's failure
+  marker ``F`` for any other finished trial;
+* ``loss``: the minimised objective as the trainer reported it (``result.json``), empty for a
+  failure;
+* ``job_id`` (the trial id), ``job_status``: ``DONE`` (a trial_finished event) or ``FAILED``;
+* ``m:timestamp_submit`` / ``m:timestamp_start`` (its last attempt started on its slots: DeepHyper
+  submits a job when a worker is free, so its submit/gather profile counts busy workers),
+  ``m:timestamp_end`` / ``m:timestamp_gather`` (rank 0 recorded its end), ``m:timestamp_suggested``
+  (the optimizer proposed it; earlier when trials are suggested ahead): seconds since the campaign
+  first started, as DeepHyper's are relative to its search's start;
+* ``m:status`` (result.json status), ``m:attempts``, ``m:slots`` and ``m:host`` (``;``-separated),
+  ``m:size``, ``m:wall_time_s``, ``m:epochs``, ``m:num_parameters``, ``m:peak_memory_mb``,
+  ``m:failure_reason``.
 
 Written atomically (temporary file, fsync, rename).
 """
@@ -32,8 +40,10 @@ __all__ = ["FAILURE_MARKER", "METADATA_COLUMNS", "results_rows", "state_from_res
 FAILURE_MARKER = "F"
 METADATA_COLUMNS: tuple[str, ...] = (
     "m:timestamp_submit",
+    "m:timestamp_gather",
     "m:timestamp_start",
     "m:timestamp_end",
+    "m:timestamp_suggested",
     "m:status",
     "m:attempts",
     "m:slots",
@@ -56,39 +66,41 @@ def _fmt(value: Any) -> str:
 
 
 def _rel(t: float | None, t0: float | None) -> str:
-    return "" if t is None or t0 is None else f"{t - t0:.3f}"
+    return "" if t is None or t0 is None else f"{t - t0:.6f}"
 
 
 def _job_status(record: TrialRecord) -> str:
-    if not record.finished:
-        return "RUNNING"
     return "FAILED" if record.status == "failed" else "DONE"
+
+
+def _gathered(record: TrialRecord) -> tuple[float, int]:
+    last = record.last_attempt
+    return (last.end if last is not None and last.end is not None else float("inf"), record.trial_id)
 
 
 def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the results table (strings, as written to the CSV)."""
     keys = state.param_keys
-    header = [f"p:{k}" for k in keys] + ["objective", "job_id", "job_status", *METADATA_COLUMNS]
-    records = [r for r in state.finished] + [r for r in state.running_at_crash]
+    header = [f"p:{k}" for k in keys] + ["objective", "loss", "job_id", "job_status", *METADATA_COLUMNS]
     rows = []
     t0 = state.start_time
-    for record in records:
+    for record in sorted(state.finished, key=_gathered):
         last = record.last_attempt
         assert last is not None
         result = record.result or {}
-        if record.finished:
-            objective = _fmt(record.objective) if record.objective is not None else FAILURE_MARKER
-        else:
-            objective = ""
+        loss = record.objective
         rows.append(
             [_fmt(record.params.get(k)) for k in keys]
             + [
-                objective,
+                FAILURE_MARKER if loss is None else _fmt(-loss),
+                _fmt(loss),
                 str(record.trial_id),
                 _job_status(record),
-                _rel(record.suggested_time, t0),
                 _rel(last.start, t0),
                 _rel(last.end, t0),
+                _rel(last.start, t0),
+                _rel(last.end, t0),
+                _rel(record.suggested_time, t0),
                 record.status,
                 str(len(record.attempts)),
                 ";".join(str(s) for s in last.slots),
@@ -129,6 +141,14 @@ def _number(text: str) -> Any:
     return text
 
 
+def _loss(row: dict[str, str]) -> float | None:
+    """The minimised objective of a row: ``loss``, or the negated ``objective`` (a DeepHyper table)."""
+    if row.get("loss"):
+        return float(row["loss"])
+    objective = row.get("objective") or ""
+    return -float(objective) if objective and not objective.startswith(FAILURE_MARKER) else None
+
+
 def state_from_results_csv(path: str | os.PathLike) -> CampaignState:
     """The campaign state a results.csv holds (for a directory without its journal): trials with
     their last attempt, objective and timestamps relative to the first start."""
@@ -149,8 +169,7 @@ def state_from_results_csv(path: str | os.PathLike) -> CampaignState:
             reason=row.get("m:failure_reason") or None,
         )
         record.attempts[attempt.attempt] = attempt
-        objective = row.get("objective", "")
-        record.objective = float(objective) if objective not in ("", "F") else None
+        record.objective = _loss(row)
         state.trials[record.trial_id] = record
     ends = [a.end or a.start or 0.0 for r in state.trials.values() for a in r.attempts.values()]
     state.last_time = max(ends, default=0.0)

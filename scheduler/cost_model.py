@@ -109,7 +109,10 @@ class TrialFeatures:
 
         try:
             try:
-                heads = max(1, len(value("NeuralNetwork.Variables_of_interest.output_names")))
+                names = value("NeuralNetwork.Variables_of_interest.output_names")
+                if names is None:
+                    names = value("NeuralNetwork.Variables_of_interest.output_index") or []
+                heads = max(1, len(names))
             except ConfigError:
                 heads = 1
             return cls(

@@ -56,11 +56,28 @@ _RESERVED = {"problem", "random_state", "log_dir", "verbose", "stopper", "checkp
 _MAX_REDRAWS = 100
 
 
+def _deephyper_hpo() -> Any:
+    """``deephyper.hpo``, imported without its side effect on MPI: ``deephyper.evaluator.mpi`` sets
+    ``mpi4py.rc.initialize = False`` and imports ``mpi4py.MPI``; were that the first import of
+    ``mpi4py.MPI`` in this process, MPI would stay uninitialised and the next MPI call (adios2's
+    reader, the ensemble's ranks) would make MPICH abort the process. So ``mpi4py.MPI`` is imported
+    (MPI initialised, as everywhere else in this package) first and mpi4py's settings restored."""
+    import mpi4py
+
+    saved = (mpi4py.rc.initialize, mpi4py.rc.finalize)
+    from mpi4py import MPI  # noqa: F401  (initialises MPI before DeepHyper can switch it off)
+
+    try:
+        import deephyper.hpo
+    finally:
+        mpi4py.rc.initialize, mpi4py.rc.finalize = saved
+    return deephyper.hpo
+
+
 def validate_options(options: Mapping[str, Any]) -> None:
     """Raise OptimizerOptionError for an option ``deephyper.hpo.CBO`` does not take (or that this
     backend sets itself)."""
-    from deephyper.hpo import CBO
-
+    CBO = _deephyper_hpo().CBO
     check_options(DeepHyperCBO.name, options, CBO.__init__, reserved=_RESERVED)
 
 
@@ -71,7 +88,7 @@ class DeepHyperCBO(Optimizer):
 
     def __init__(self, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None):
         super().__init__(space, seed)
-        from deephyper.hpo import CBO
+        CBO = _deephyper_hpo().CBO
 
         options = dict(options or {})
         validate_options(options)
@@ -148,7 +165,8 @@ class DeepHyperCBO(Optimizer):
 def _build_problem(space: SearchSpace) -> Any:
     """A DeepHyper ``HpProblem`` with one hyperparameter per key (int steps become an index)."""
     import ConfigSpace.hyperparameters as csh
-    from deephyper.hpo import HpProblem
+
+    HpProblem = _deephyper_hpo().HpProblem
 
     problem = HpProblem()
     for p in space.params:

@@ -287,16 +287,18 @@ class VariablesOfInterest(_Section):
 
     Used: ``output_names`` (head names in the dataset's registry), ``type`` (``graph``/``node``),
     ``output_dim`` (checked against the registry; filled from it when omitted, as HydraGNN infers
-    it from the data), ``input_node_features`` (columns of ``x`` fed to the model).
-    Accepted, not used: ``output_index`` (HydraGNN's column in its raw files; heads are matched by
-    name here), ``denormalize_output`` (metrics are always reported in physical units),
+    it from the data), ``input_node_features`` (columns of ``x`` fed to the model),
+    ``output_index`` only when ``output_names`` is omitted (HydraGNN needs no names: the heads are
+    then the registry's entries at those positions, the order in which our store writes HydraGNN's
+    ``y``/``y_loc``; see :meth:`names_in`).
+    Accepted, not used: ``denormalize_output`` (metrics are always reported in physical units),
     ``minmax_node_feature``, ``minmax_graph_feature``, ``x_minmax``, ``y_minmax``, and newer
     HydraGNN's descriptions of its raw columns ``graph_feature_names``/``_dims``,
     ``node_feature_names``/``_dims``.
     """
 
     input_node_features: list[int] = Field(default_factory=lambda: [0])
-    output_names: list[str]
+    output_names: list[str] | None = None
     output_index: list[int] | None = None
     type: list[Literal["graph", "node"]]
     output_dim: list[int] | None = None
@@ -312,18 +314,22 @@ class VariablesOfInterest(_Section):
 
     @model_validator(mode="after")
     def _lengths(self) -> "VariablesOfInterest":
-        n = len(self.output_names)
+        if self.output_names is None and self.output_index is None:
+            raise ValueError("output_names (or, as in HydraGNN, output_index) must name the heads")
+        named = "output_names" if self.output_names is not None else "output_index"
+        listed = getattr(self, named)
+        n = len(listed)
         if n == 0:
-            raise ValueError("output_names must name at least one head")
-        dup = sorted({o for o in self.output_names if self.output_names.count(o) > 1})
+            raise ValueError(f"{named} must name at least one head")
+        dup = sorted({o for o in listed if listed.count(o) > 1})
         if dup:
-            raise ValueError(f"output_names has duplicates: {dup}")
+            raise ValueError(f"{named} has duplicates: {dup}")
         for key in ("type", "output_dim", "output_index"):
             val = getattr(self, key)
-            if val is not None and len(val) != n:
+            if val is not None and key != named and len(val) != n:
                 raise ValueError(
-                    f"{key} has {len(val)} entries but output_names has {n} "
-                    f"({self.output_names}); they must match one to one"
+                    f"{key} has {len(val)} entries but {named} has {n} "
+                    f"({listed}); they must match one to one"
                 )
         if self.output_dim is not None:
             for d in self.output_dim:
@@ -333,6 +339,20 @@ class VariablesOfInterest(_Section):
         if any(c < 0 for c in self.input_node_features):
             raise ValueError(f"input_node_features must be >= 0 (got {self.input_node_features})")
         return self
+
+    @property
+    def num_heads(self) -> int:
+        """How many heads the config predicts."""
+        return len(self.output_names if self.output_names is not None else self.output_index or [])
+
+    def names_in(self, registry_names: list[str]) -> list[str | int]:
+        """The predicted heads' names given the dataset registry's names in order: ``output_names``,
+        or the registry entries at ``output_index`` (an index out of range stays an int, for the
+        caller to report)."""
+        if self.output_names is not None:
+            return list(self.output_names)
+        assert self.output_index is not None
+        return [registry_names[i] if 0 <= i < len(registry_names) else i for i in self.output_index]
 
 
 class OptimizerSection(_Section):
@@ -374,7 +394,8 @@ class TrainingSection(_Section):
     HydraGNN keys accepted, not used: ``perc_train`` (splits come from the dataset file),
     ``Checkpoint``/``checkpoint_warmup`` (the best epoch is always checkpointed), ``continue``,
     ``startfrom``, ``conv_checkpointing``, ``precision`` (fp32 here; bf16 autocast with our
-    ``mixed_precision``), ``epoch_start``.
+    ``mixed_precision``), ``epoch_start``, ``global_attn_redraw_interval`` (HydraGNN's
+    ``update_config`` writes it; no global attention here).
     Our keys: ``seed``, ``time_budget_s``, ``lr_schedule`` (``plateau``: ReduceLROnPlateau on the
     validation objective, factor 0.5, patience 5, min 1e-5, as HydraGNN's examples; ``cosine``:
     cosine decay to 1% over ``num_epoch``; ``none``), ``skip_nan_targets``, ``mixed_precision``
@@ -396,6 +417,7 @@ class TrainingSection(_Section):
     conv_checkpointing: bool = False
     precision: str | None = None
     epoch_start: int = 0
+    global_attn_redraw_interval: int | None = None
     # --- our additions (see EXTENSION_KEYS) ---
     seed: int = 0
     time_budget_s: float | None = None
@@ -446,7 +468,7 @@ def _mlip_energy_as_graph_head(voi: VariablesOfInterest, arch: ArchitectureSecti
         return
     import warnings
 
-    warnings.warn(f"NeuralNetwork: HydraGNN's MLIP form (node-level energy {voi.output_names[0]!r} with "
+    warnings.warn(f"NeuralNetwork: HydraGNN's MLIP form (node-level energy {(voi.output_names or ['?'])[0]!r} with "
                   "enable_interatomic_potential) is read as potential mode: a graph-level energy head "
                   "per atom with the node head's layers; forces by autograd", stacklevel=3)
     voi.__dict__["type"] = ["graph"]
@@ -470,13 +492,14 @@ class NeuralNetworkSection(_Section):
     def _cross(self) -> "NeuralNetworkSection":
         voi, arch = self.Variables_of_interest, self.Architecture
         _mlip_energy_as_graph_head(voi, arch)
-        n = len(voi.output_names)
+        n = voi.num_heads
         if arch.task_weights is None:
             arch.task_weights = [1.0] * n
         elif len(arch.task_weights) != n:
             raise ValueError(
                 f"Architecture.task_weights has {len(arch.task_weights)} entries but "
-                f"Variables_of_interest.output_names has {n} ({voi.output_names})"
+                f"Variables_of_interest.{'output_names' if voi.output_names is not None else 'output_index'} "
+                f"has {n} ({voi.output_names if voi.output_names is not None else voi.output_index})"
             )
         if "graph" in voi.type and arch.output_heads.graph is None:
             raise ValueError(

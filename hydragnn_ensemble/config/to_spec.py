@@ -25,8 +25,13 @@ def validate_against_heads(config: HydraConfig, heads: HeadRegistry, source: str
     Raises :class:`ConfigError` naming the head and showing the dataset's registry."""
     voi = config.variables
     errors = []
-    for i, name in enumerate(voi.output_names):
+    registry = [h.name for h in heads]
+    for i, name in enumerate(voi.names_in(registry)):
         where = f"NeuralNetwork.Variables_of_interest.output_names[{i}]"
+        if isinstance(name, int):
+            errors.append(f"NeuralNetwork.Variables_of_interest.output_index[{i}]: {name} is not a head "
+                          f"of the dataset (it has {len(registry)}); dataset heads: {_registry_table(heads)}")
+            continue
         if name not in heads:
             errors.append(f"{where}: head {name!r} is not in the dataset; dataset heads: "
                           f"{_registry_table(heads)}")
@@ -44,9 +49,9 @@ def validate_against_heads(config: HydraConfig, heads: HeadRegistry, source: str
 
 
 def selected_heads(config: HydraConfig, heads: HeadRegistry) -> HeadRegistry:
-    """The dataset heads the config predicts, in ``output_names`` order."""
+    """The dataset heads the config predicts, in ``output_names`` (or ``output_index``) order."""
     validate_against_heads(config, heads)
-    return HeadRegistry.of(heads[name] for name in config.variables.output_names)
+    return HeadRegistry.of(heads[name] for name in config.variables.names_in([h.name for h in heads]))
 
 
 def potential_heads(config: HydraConfig, heads: HeadRegistry) -> tuple[str | None, str | None, str | None]:

@@ -127,6 +127,9 @@ class Trainer:
         self.dataset_heads = dataset_heads
         tr = config.training
         radius = data.metadata.get("cutoff")  # the graph builders' radius-graph cutoff, if recorded
+        warning = radius_mismatch(config.architecture.radius, radius)
+        if warning:
+            log.write(f"warning: {warning}")
         self.spec = config_to_model_spec(
             config, dataset_heads, data.node_feature_dim, data.edge_dim, data.degree_histogram,
             use_atomic_numbers=data.has_atomic_numbers,
@@ -387,6 +390,34 @@ def fields_for(config: HydraConfig, heads) -> FieldSelection:
     )
 
 
+def radius_mismatch(config_radius: float | None, dataset_cutoff: Any) -> str | None:
+    """A warning when the config's ``radius`` differs from the cutoff the dataset's graphs were built
+    with: the edges are the dataset's, so a larger radius never sees the pairs between the two
+    and a smaller one zeroes the messages of the pairs beyond it."""
+    if config_radius is None or not isinstance(dataset_cutoff, (int, float)):
+        return None
+    if math.isclose(float(config_radius), float(dataset_cutoff), rel_tol=1e-6):
+        return None
+    effect = ("pairs between the two are not in the graphs" if config_radius > dataset_cutoff
+              else "edges beyond the radius carry no message (the cutoff function is 0 there)")
+    return (f"NeuralNetwork.Architecture.radius {config_radius} differs from the dataset's graph cutoff "
+            f"{float(dataset_cutoff)}: {effect}; rebuild the graphs or set radius to the cutoff")
+
+
+def check_input_columns(config: HydraConfig, source: GraphSource, where: str) -> None:
+    """``input_node_features`` must name columns of the dataset's ``x`` (checked on the first
+    training graph, before any data is prepared)."""
+    from hydragnn_ensemble.config import ConfigError
+
+    first = source.dataset("trainset")[0]
+    x = getattr(first, "x", None)
+    width = int(x.shape[1]) if x is not None and x.dim() == 2 else 0
+    bad = [c for c in config.variables.input_node_features if not 0 <= c < width]
+    if bad:
+        raise ConfigError(where, [f"NeuralNetwork.Variables_of_interest.input_node_features: columns {bad} "
+                                  f"do not exist; the dataset's x has {width} column(s) (0..{width - 1})"])
+
+
 def prepare_trial_data(config: HydraConfig, source: GraphSource, where: str) -> tuple[PreparedData, Any]:
     """Check the config against the dataset and prepare the splits. Returns (data, dataset heads)."""
     from hydragnn_ensemble.config import ConfigError
@@ -399,7 +430,11 @@ def prepare_trial_data(config: HydraConfig, source: GraphSource, where: str) -> 
         raise ConfigError(where, [f"NeuralNetwork.Architecture.mpnn_type: {config.architecture.mpnn_type!r} "
                                   f"is not built by this package; available: {', '.join(MPNN_TYPES)}"])
     heads = selected_heads(config, dataset_heads)
+    if config.variables.output_names is None:  # named by output_index (HydraGNN): write the names down
+        config.variables.output_names = [h.name for h in heads]
     potential_heads(config, heads)  # fails early if potential mode has no energy head
+    if source.num_graphs("trainset") > 0:
+        check_input_columns(config, source, where)
     tr = config.training
     prepared = prepare_data(
         source, heads, fields_for(config, heads), where=where,

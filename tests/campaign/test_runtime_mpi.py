@@ -71,7 +71,8 @@ def test_campaign_completes_with_each_backend(tmp_path: Path, backend: str) -> N
                for r in rows)
     for r in rows:
         assert r["job_status"] == "DONE" and r["m:status"] == "completed"
-        assert float(r["objective"]) == pytest.approx(finished[[e["trial_id"] for e in finished].index(int(r["job_id"]))]["result"]["objective"])
+        loss = finished[[e["trial_id"] for e in finished].index(int(r["job_id"]))]["result"]["objective"]
+        assert float(r["loss"]) == pytest.approx(loss) and float(r["objective"]) == pytest.approx(-loss)
         assert float(r["p:NeuralNetwork.Architecture.hidden_dim"]) == params[int(r["job_id"])]["NeuralNetwork.Architecture.hidden_dim"]
     assert f"best objective: {best:.6g}" in proc.stdout
     assert not (out / "lock").exists()

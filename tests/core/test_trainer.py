@@ -243,6 +243,33 @@ def test_config_not_matching_dataset(tmp_path, dataset):
     assert "head 'forces' is not in the dataset" in result.failure_reason
 
 
+def test_input_columns_out_of_range_is_a_config_error(tmp_path, dataset):
+    """A column of x that does not exist is named before any data is prepared (not an IndexError)."""
+    cfg = config_dict()
+    cfg["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = [0, 4]
+    result = train_trial(config_from_dict(cfg), dataset, tmp_path / "cols", device="cpu", progress=False)
+    assert result.status == "failed"
+    assert result.failure_reason == (f"ConfigError: {dataset}: NeuralNetwork.Variables_of_interest."
+                                     "input_node_features: columns [4] do not exist; the dataset's x has "
+                                     "2 column(s) (0..1)")
+
+
+def test_radius_different_from_the_dataset_cutoff_is_warned(tmp_path, graphs):
+    from hydragnn_ensemble.train.trainer import radius_mismatch
+
+    assert radius_mismatch(5.0, 5.0) is None and radius_mismatch(None, 5.0) is None
+    assert radius_mismatch(5.0, None) is None
+    assert "pairs between the two are not in the graphs" in radius_mismatch(6.0, 5.0)
+    path = write_dataset(tmp_path / "cut.bp", graphs[:60], HEADS, metadata={"cutoff": 4.0}, seed=1)
+    cfg = config_dict(num_epoch=1)
+    cfg["NeuralNetwork"]["Architecture"].update(mpnn_type="SchNet", radius=3.0)
+    result = train_trial(config_from_dict(cfg), path, tmp_path / "r", device="cpu", progress=False)
+    assert result.status == "completed", result.failure_reason
+    log = (tmp_path / "r" / "train.log").read_text()
+    assert ("warning: NeuralNetwork.Architecture.radius 3.0 differs from the dataset's graph cutoff 4.0: "
+            "edges beyond the radius carry no message") in log
+
+
 def test_nan_targets_listed_or_skipped(tmp_path, graphs):
     bad = [copy.copy(g) for g in graphs]
     for i in (3, 50):

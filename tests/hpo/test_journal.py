@@ -182,16 +182,22 @@ def test_results_csv_columns_and_values(tmp_path):
         rows = list(csv.DictReader(fh))
     header = list(rows[0])
     assert header[:4] == [f"p:{k}" for k in SPACE]
-    assert header[4:7] == ["objective", "job_id", "job_status"]
-    assert {"m:timestamp_start", "m:timestamp_end", "m:slots", "m:host", "m:status", "m:wall_time_s",
-            "m:failure_reason"} <= set(header)
-    assert [r["job_id"] for r in rows] == ["0", "1", "2", "3", "4"]
-    assert [r["job_status"] for r in rows] == ["DONE", "FAILED", "DONE", "DONE", "RUNNING"]
-    assert [r["objective"] for r in rows] == ["0.5", "F", "0.25", "F", ""]
-    assert [r["m:status"] for r in rows] == ["completed", "failed", "completed", "diverged", "running"]
+    assert header[4:8] == ["objective", "loss", "job_id", "job_status"]
+    assert {"m:timestamp_submit", "m:timestamp_gather", "m:timestamp_suggested", "m:timestamp_start", "m:timestamp_end", "m:slots",
+            "m:host", "m:status", "m:wall_time_s", "m:failure_reason"} <= set(header)
+    # DeepHyper's conventions: finished trials only (trial 4 still runs), objective maximised
+    # in the order they were gathered
+    gathered = [float(r["m:timestamp_gather"]) for r in rows]
+    assert gathered == sorted(gathered) and [r["job_id"] for r in rows] == ["1", "0", "2", "3"]
+    rows = sorted(rows, key=lambda r: int(r["job_id"]))
+    assert [r["job_status"] for r in rows] == ["DONE", "FAILED", "DONE", "DONE"]
+    assert [r["objective"] for r in rows] == ["-0.5", "F", "-0.25", "F"]
+    assert [r["loss"] for r in rows] == ["0.5", "", "0.25", ""]
+    assert [r["m:status"] for r in rows] == ["completed", "failed", "completed", "diverged"]
+    assert rows[2]["m:timestamp_gather"] == rows[2]["m:timestamp_end"] == "32.000000"
     two = rows[2]
     assert two["m:slots"] == "0;1" and two["m:host"] == "node0" and two["m:size"] == "2"
-    assert two["m:timestamp_start"] == "12.000" and two["m:timestamp_end"] == "32.000"
+    assert two["m:timestamp_start"] == "12.000000" and two["m:timestamp_end"] == "32.000000"
     assert two["m:wall_time_s"] == "20.0"
     assert rows[1]["m:failure_reason"] == "out of memory"
     assert rows[3]["m:failure_reason"] == "loss is NaN at epoch 2"

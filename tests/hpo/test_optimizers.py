@@ -185,3 +185,23 @@ def test_candidate_pool_refills_in_whole_batches():
     assert pool.num_asks == 2 and pool.size == 6
     assert [s.suggestion_id for s in more][:4] == [5, 6, 7, 8]
     assert sorted(opt.pending_ids) == sorted(s.suggestion_id for s in [*taken, chosen, *more, *pool.candidates])
+
+
+def test_deephyper_backend_leaves_mpi_usable_in_the_process(tmp_path):
+    """DeepHyper switches mpi4py's auto-initialisation off at import; a process that made the
+    DeepHyper optimizer first must still be able to use MPI (adios2, the ensemble) afterwards. Run
+    in a fresh interpreter so that no earlier import of mpi4py.MPI hides the problem."""
+    import subprocess
+    import sys
+
+    code = (
+        "from hpo.optimizers import make_optimizer\n"
+        "from hpo.space import SearchSpace\n"
+        "space = SearchSpace.from_dict({'a': {'type': 'float', 'low': 0.0, 'high': 1.0}})\n"
+        "make_optimizer('deephyper-cbo', space, seed=0).ask(1)\n"
+        "from mpi4py import MPI\n"
+        "print(MPI.Is_initialized(), MPI.COMM_WORLD.Get_rank())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "0"]

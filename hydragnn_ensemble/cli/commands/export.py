@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         objective = "-" if trial.reported_objective is None else f"{trial.reported_objective:.6g}"
         print(f"warning: trial {trial.trial_id} (objective {objective}) would have ranked in the top "
               f"{args.top_k} but is left out: {trial.excluded_because}", file=sys.stderr)
+    for trial_id, why in result.not_expressible:
+        print(f"warning: trial {trial_id}: no HydraGNN config written: {why}", file=sys.stderr)
     for path in result.files:
         print(path)
     return 0
