@@ -12,7 +12,10 @@ searched values ``p:<key>``, per-head validation/test metrics ``m:<head>:<metric
   (:func:`hydragnn_mismatch`) gets no file and is named in :attr:`ExportResult.not_expressible`;
 * ``json`` / ``yaml``: ``top_k.json`` / ``top_k.yaml``: a list of {rank, trial_id, objective,
   params, metrics, config};
-* ``csv``: the table only.
+* ``csv``: the table only;
+* ``optuna``: ``optuna_journal.log``, the whole campaign (every finished trial, not only the top K)
+  as an Optuna journal storage (:mod:`hpo.optuna_study`): ``optuna-dashboard OUT_DIR/optuna_journal.log``
+  or ``optuna.load_study(study_name="hydragnn-ensemble", storage=...)``.
 
 ``OUT_DIR`` may not be, contain or lie inside the campaign directory; if it exists and is not
 empty it must be an earlier export (it holds ``members.csv``): anything else is never written into.
@@ -33,7 +36,9 @@ from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
 from ensemble.selection import select_topk
 from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap, check_replaceable
 
-FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv")
+FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv", "optuna")
+#: The Optuna journal file ``--format optuna`` writes (``optuna-dashboard OUT_DIR/optuna_journal.log``).
+OPTUNA_NAME = "optuna_journal.log"
 TABLE_NAME = "members.csv"
 
 
@@ -156,6 +161,22 @@ def write_table(trials: list[ExportedTrial], path: Path) -> Path:
     return path
 
 
+def _write_optuna(campaign_dir: Path, path: Path) -> Path:
+    """The campaign as an Optuna journal file at ``path`` (replacing an earlier export's)."""
+    from hpo.campaign_reader import read_campaign_dir
+    from hpo.optuna_study import write_optuna_storage
+    from hpo.space import SearchSpace
+
+    record = read_campaign_dir(campaign_dir)
+    if record.state is None or "search_space" not in record.frozen:
+        raise ExportError(f"{campaign_dir}: no journal and search space to export as an Optuna study")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    write_optuna_storage(record.state, SearchSpace.from_dict(record.frozen["search_space"]), tmp)
+    os.replace(tmp, path)
+    return path
+
+
 def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
                  out_dir: str | os.PathLike) -> ExportResult:
     """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``."""
@@ -193,4 +214,6 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
         path = out / "top_k.yaml"
         _write_text(path, yaml.safe_dump(records, sort_keys=False))
         files.append(path)
+    elif fmt == "optuna":
+        files.append(_write_optuna(Path(campaign_dir), out / OPTUNA_NAME))
     return ExportResult(files, info.excluded_among_best(top_k), not_expressible)

@@ -369,18 +369,64 @@ class ReportFiles:
     objective_png: Path
     gantt_png: Path
     curves_png: Path | None = None
+    importance_png: Path | None = None  # None: too few completed trials, or no search space known
+
+
+def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, str]) -> None:
+    """One panel per target: each parameter's importance with its 10-90% range over half-samples."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(found), figsize=(4.2 * len(found), 0.5 + 0.45 * len(found[0].params)),
+                             squeeze=False)
+    for ax, target in zip(axes[0], found):
+        params = list(reversed(target.params))
+        y = range(len(params))
+        ax.barh(y, [p.importance for p in params], color="tab:blue", alpha=0.7)
+        ax.errorbar([p.importance for p in params], y, fmt="none", ecolor="black", capsize=3,
+                    xerr=[[max(0.0, p.importance - p.low) for p in params],
+                          [max(0.0, p.high - p.importance) for p in params]])
+        ax.set_yticks(list(y), [short.get(p.key, p.key) for p in params])
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{target.target} ({target.num_trials} trials)", fontsize=9)
+        ax.set_xlabel("PED-ANOVA importance (10-90% over halves)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
-    """Summary text plus ``report/objective.png``, ``report/gantt.png`` and (when trials reported
-    epochs) ``report/curves.png`` in ``campaign_dir``."""
+    """Summary text plus ``report/objective.png``, ``report/gantt.png``, (when trials reported
+    epochs) ``report/curves.png`` and (with enough completed trials) the hyperparameter importances
+    in the text and ``report/importance.png`` in ``campaign_dir``."""
     campaign_dir = Path(campaign_dir)
     state = load_state(campaign_dir)
     out = CampaignDir.at(campaign_dir).report
     out.mkdir(exist_ok=True)
-    files = ReportFiles(format_summary(summarize(state, top)), out / "objective.png", out / "gantt.png")
+    summary = summarize(state, top)
+    files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png")
     plot_objective(state, files.objective_png)
     plot_gantt(state, files.gantt_png)
     if plot_curves(state, out / "curves.png"):
         files.curves_png = out / "curves.png"
+    found = _importances(read_campaign_dir(campaign_dir).frozen.get("search_space"), state)
+    if found:
+        from hpo.importance import format_importances
+
+        short = _short_names([p.key for p in found[0].params])
+        files.text += "\n\n" + format_importances(found, short=lambda k: short.get(k, k))
+        files.importance_png = out / "importance.png"
+        plot_importance(found, files.importance_png, short)
     return files
+
+
+def _importances(space_spec: Any, state: CampaignState) -> list[Any]:
+    """The campaign's hyperparameter importances, or [] (no frozen search space, too few trials)."""
+    from hpo.importance import campaign_importances
+    from hpo.space import SearchSpace, SearchSpaceError
+
+    if not space_spec:
+        return []
+    try:
+        space = SearchSpace.from_dict(space_spec)
+    except SearchSpaceError:
+        return []
+    return campaign_importances(state, space)

@@ -44,6 +44,29 @@ def test_json_yaml_csv_formats(direct_campaign, tmp_path):
         export_top_k(direct_campaign.root, 2, "xml", tmp_path / "x")
 
 
+def test_optuna_format_is_the_whole_campaign_for_optuna_dashboard(direct_campaign, tmp_path):
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    from hpo.campaign_reader import read_campaign_dir
+
+    files = export_top_k(direct_campaign.root, 2, "optuna", tmp_path / "o").files
+    assert [f.name for f in files] == ["members.csv", "optuna_journal.log"]
+    storage = JournalStorage(JournalFileBackend(str(files[1])))
+    study = optuna.load_study(study_name="hydragnn-ensemble", storage=storage)
+    state = read_campaign_dir(direct_campaign.root).state
+    finished = sorted(state.finished, key=lambda r: r.trial_id)
+    assert [t.user_attrs["trial_id"] for t in study.trials] == [r.trial_id for r in finished]
+    best = min((r for r in finished if r.status == "completed"), key=lambda r: r.objective)
+    assert study.best_value == best.objective and study.best_trial.params == best.params
+    assert {t.user_attrs["status"] for t in study.trials if t.state.name == "FAIL"} == {
+        r.status for r in finished if r.status not in ("completed", "stopped")}
+    # an export directory is replaced by a later export
+    export_top_k(direct_campaign.root, 1, "optuna", tmp_path / "o")
+    assert len(optuna.load_study(study_name="hydragnn-ensemble", storage=JournalStorage(
+        JournalFileBackend(str(files[1])))).trials) == len(finished)
+
+
 def test_disagreeing_trial_config_is_an_error(direct_campaign, tmp_path):
     copy = tmp_path / "camp"
     shutil.copytree(direct_campaign.root, copy)
