@@ -370,6 +370,7 @@ class ReportFiles:
     gantt_png: Path
     curves_png: Path | None = None
     importance_png: Path | None = None  # None: too few completed trials, or no search space known
+    html: Path | None = None  # report/index.html, the whole report as one self-contained page
 
 
 def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, str]) -> None:
@@ -393,10 +394,12 @@ def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, 
     plt.close(fig)
 
 
-def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
+def write_report(campaign_dir: str | os.PathLike, top: int = 10,
+                 ensemble_dir: str | os.PathLike | None = None) -> ReportFiles:
     """Summary text plus ``report/objective.png``, ``report/gantt.png``, (when trials reported
-    epochs) ``report/curves.png`` and (with enough completed trials) the hyperparameter importances
-    in the text and ``report/importance.png`` in ``campaign_dir``."""
+    epochs) ``report/curves.png``, (with enough completed trials) the hyperparameter importances
+    in the text and ``report/importance.png``, and all of it in ``report/index.html``
+    (:mod:`hpo.report_html`; with ``ensemble_dir``, the ensemble's members and plots too)."""
     campaign_dir = Path(campaign_dir)
     state = load_state(campaign_dir)
     out = CampaignDir.at(campaign_dir).report
@@ -408,13 +411,20 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10) -> ReportFiles:
     if plot_curves(state, out / "curves.png"):
         files.curves_png = out / "curves.png"
     found = _importances(read_campaign_dir(campaign_dir).frozen.get("search_space"), state)
+    short = summary.short_names
     if found:
         from hpo.importance import format_importances
 
-        short = _short_names([p.key for p in found[0].params])
+        short = {**_short_names([p.key for p in found[0].params]), **short}
         files.text += "\n\n" + format_importances(found, short=lambda k: short.get(k, k))
         files.importance_png = out / "importance.png"
         plot_importance(found, files.importance_png, short)
+    from hpo.report_html import write_html
+
+    figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
+               "importance": files.importance_png}
+    files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
+                            title=f"campaign report: {campaign_dir.resolve().name}")
     return files
 
 

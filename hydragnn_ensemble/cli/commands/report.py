@@ -12,6 +12,8 @@ HELP = "Summarise an HPO campaign directory: top trials, status counts, slot use
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl or results.csv)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="trials in the table (default 10)")
+    parser.add_argument("--ensemble", type=Path, default=None, metavar="DIR",
+                        help="an ensemble directory (select) whose members and plots the HTML report shows")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,11 +26,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.campaign_dir.is_dir():
         raise UserError(f"{args.campaign_dir}: not a directory")
     try:
-        files = write_report(args.campaign_dir, top=args.top)
+        files = write_report(args.campaign_dir, top=args.top, ensemble_dir=args.ensemble)
     except (FileNotFoundError, JournalCorruptError, JournalEventError) as exc:
         raise UserError(str(exc)) from exc
     print(files.text)
     print(f"\nplots: {files.objective_png}\n       {files.gantt_png}")
-    if files.curves_png is not None:
-        print(f"       {files.curves_png}")
+    for extra in (files.curves_png, files.importance_png):
+        if extra is not None:
+            print(f"       {extra}")
+    print(f"report: {files.html}")
     return 0

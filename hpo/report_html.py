@@ -1,0 +1,157 @@
+"""``CAMPAIGN_DIR/report/index.html``: the campaign report as one self-contained page.
+
+Nothing is fetched at view time: the figures are the report's PNGs embedded as data URIs, the
+styles and the few lines of script are inline. Sections: the summary (counts, best, slot-hours,
+utilisation, the cost model's error), the top trials (a table whose columns sort on click), the
+search trajectory and slot usage (Gantt), the learning curves (trials stopped early marked), the
+hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
+directory is given, its members, parity plot with error bars and calibration curve.
+
+The page's script counts the figures that decoded (``naturalWidth > 0``) into
+``<body data-figures-loaded="N" data-figures="M">``, which the browser test reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+from hpo.failures import failure_group
+from hpo.state import CampaignState
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; } td, th { padding: 2px 8px; text-align: right; }
+th { background: #eee; cursor: pointer; user-select: none; } tr:nth-child(even) td { background: #f7f7f7; }
+td.text, th.text { text-align: left; } pre { background: #f4f4f4; padding: 0.8em; overflow-x: auto; }
+figure { margin: 0.6em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 0.85em; color: #555; }
+"""
+
+_SCRIPT = """
+function sortTable(th) {
+  const table = th.closest('table'), body = table.tBodies[0];
+  const col = Array.prototype.indexOf.call(th.parentNode.children, th);
+  const asc = th.dataset.order !== 'asc'; th.dataset.order = asc ? 'asc' : 'desc';
+  const key = (tr) => { const t = tr.children[col].textContent; const n = parseFloat(t);
+                        return isNaN(n) ? t : n; };
+  Array.from(body.rows).sort((a, b) => { const x = key(a), y = key(b);
+      return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); }).forEach((tr) => body.appendChild(tr));
+}
+document.querySelectorAll('th').forEach((th) => th.addEventListener('click', () => sortTable(th)));
+function countFigures() {
+  const imgs = Array.from(document.images);
+  const loaded = imgs.filter((img) => img.complete && img.naturalWidth > 0).length;
+  document.body.dataset.figures = String(imgs.length);
+  document.body.dataset.figuresLoaded = String(loaded);
+}
+window.addEventListener('load', countFigures);
+"""
+
+
+def _figure(path: Path | None, caption: str) -> str:
+    if path is None or not path.exists():
+        return ""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = ()) -> str:
+    def cell(tag: str, i: int, value: Any) -> str:
+        cls = ' class="text"' if i in text_columns else ""
+        return f"<{tag}{cls}>{html.escape('' if value is None else str(value))}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _trials_table(state: CampaignState, short: dict[str, str], limit: int = 200) -> str:
+    """The finished trials with an objective, best first (at most ``limit``; a 10,000-trial page
+    stays light)."""
+    ranked = sorted((r for r in state.trials.values() if r.objective is not None),
+                    key=lambda r: (r.objective, r.trial_id))[:limit]
+    keys = state.param_keys
+    rows = []
+    for rank, r in enumerate(ranked, start=1):
+        result = r.result or {}
+        last = r.last_attempt
+        rows.append([rank, r.trial_id, f"{r.objective:.6g}", r.status,
+                     *[r.params.get(k, "") for k in keys],
+                     len(last.slots) if last else "", result.get("epochs", ""),
+                     f"{result['wall_time_s']:.1f}" if isinstance(result.get("wall_time_s"), (int, float)) else ""])
+    header = ["rank", "trial", "objective", "status", *[short.get(k, k) for k in keys], "slots", "epochs", "wall_s"]
+    return _table(header, rows, text_columns=[3] + [4 + i for i, k in enumerate(keys)
+                                                   if any(isinstance(r.params.get(k), str) for r in ranked)])
+
+
+def _failures(state: CampaignState) -> str:
+    reasons = [r.last_attempt.reason or r.status for r in state.finished
+               if r.objective is None and r.last_attempt is not None]  # a timeout with its best epoch is no failure
+    if not reasons:
+        return "<p>No trial failed.</p>"
+    groups = Counter(failure_group(reason) for reason in reasons)
+    return _table(["trials", "reason"], [[n, g] for g, n in groups.most_common()], text_columns=[1])
+
+
+def _importance_table(found: list[Any], short: dict[str, str]) -> str:
+    parts = []
+    for target in found:
+        rows = [[short.get(p.key, p.key), f"{p.importance:.3f}", f"{p.low:.3f}", f"{p.high:.3f}",
+                 f"{100 * p.rank_stability:.0f}%"] for p in target.params]
+        parts.append(f"<h3>{html.escape(target.target)} ({target.num_trials} completed trials)</h3>"
+                     + _table(["parameter", "importance", "10%", "90%", "same rank"], rows, text_columns=[0]))
+    return "".join(parts)
+
+
+def _ensemble_section(ensemble_dir: Path) -> str:
+    manifest_path = ensemble_dir / "manifest.json"
+    if not manifest_path.exists():
+        return f"<p>{html.escape(str(ensemble_dir))}: no manifest.json (not an ensemble directory)</p>"
+    manifest = json.loads(manifest_path.read_text())
+    members = manifest.get("members", [])
+    rows = [[m.get("trial_id"), m.get("weight"), m.get("objective")] for m in members]
+    parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
+             _table(["trial", "weight", "objective"], rows)]
+    for png in sorted((ensemble_dir / "calibration").glob("*.png")):
+        kind = "parity plot with error bars" if png.name.startswith("parity") else "calibration curve"
+        parts.append(_figure(png, f"{kind}: {png.stem}"))
+    return "".join(parts)
+
+
+def write_html(path: Path, state: CampaignState, summary_text: str, figures: dict[str, Path | None],
+               importances: list[Any], short: dict[str, str], ensemble_dir: str | os.PathLike | None = None,
+               title: str = "campaign report") -> Path:
+    """Write the page to ``path`` (atomically) and return it. ``figures``: ``objective``, ``gantt``,
+    ``curves``, ``importance`` PNG paths (None or missing: the section says so)."""
+    sections = [
+        f"<h1>{html.escape(title)}</h1>",
+        "<h2>Summary</h2>", f"<pre>{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>",
+        "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short),
+        "<h2>Search trajectory and slot usage</h2>",
+        _figure(figures.get("objective"), "objective per trial and best so far"),
+        _figure(figures.get("gantt"), "slot usage over time (Gantt)"),
+        "<h2>Learning curves</h2>",
+        _figure(figures.get("curves"), "validation objective per epoch; trials stopped early marked")
+        or "<p>No trial reported epochs.</p>",
+        "<h2>Hyperparameter importance</h2>",
+        (_figure(figures.get("importance"), "PED-ANOVA importance with its 10-90% range over half-samples")
+         + _importance_table(importances, short)) if importances else
+        "<p>Too few completed trials for an importance estimate.</p>",
+        "<h2>Failures by reason</h2>", _failures(state),
+    ]
+    if ensemble_dir is not None:
+        sections += ["<h2>Ensemble</h2>", _ensemble_section(Path(ensemble_dir))]
+    page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body>{''.join(sections)}<script>{_SCRIPT}</script></body></html>\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
