@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
@@ -303,10 +304,13 @@ def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
                 labels.append((start + width / 2, min(attempt.slots), str(record.trial_id)))
     num_slots = max(max_slot + 1, 1)
     fig, ax = plt.subplots(figsize=(10, min(2.0 + 0.3 * num_slots, 12)), dpi=100)
-    for status, items in bars.items():
-        for slot, start, width in items:
-            ax.broken_barh([(start, width)], (slot - 0.4, 0.8), facecolors=STATUS_COLOURS.get(status, "#bbbbbb"),
-                           edgecolor="white", linewidth=0.5)
+    from matplotlib.collections import PolyCollection
+
+    for status, items in bars.items():  # one collection per status: 10,000 bars draw in well under a second
+        boxes = [[(start, slot - 0.4), (start + width, slot - 0.4), (start + width, slot + 0.4), (start, slot + 0.4)]
+                 for slot, start, width in items]
+        ax.add_collection(PolyCollection(boxes, facecolors=STATUS_COLOURS.get(status, "#bbbbbb"),
+                                         edgecolors="white", linewidths=0.5 if len(items) < 2000 else 0.0))
     span = (state.last_time or t0) - t0
     if len(labels) <= 150 and num_slots <= 64:
         for x, slot, text in labels:
@@ -426,6 +430,21 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
                             title=f"campaign report: {campaign_dir.resolve().name}")
     return files
+
+
+def watch_report(campaign_dir: str | os.PathLike, every_s: float, top: int = 10,
+                 ensemble_dir: str | os.PathLike | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_refresh: Callable[[ReportFiles], None] | None = None) -> ReportFiles:
+    """Rewrite the report every ``every_s`` seconds while the campaign runs (the journal is read
+    without the lock) and once more after it records ``campaign_finished``; returns the last one."""
+    while True:
+        files = write_report(campaign_dir, top, ensemble_dir)
+        if on_refresh is not None:
+            on_refresh(files)
+        if load_state(campaign_dir).finished_reason is not None:
+            return files
+        sleep(every_s)
 
 
 def _importances(space_spec: Any, state: CampaignState) -> list[Any]:

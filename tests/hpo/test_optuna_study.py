@@ -128,3 +128,26 @@ def test_report_shows_the_importances(tmp_path):
     assert "importance for slot_seconds" in files.text
     assert files.importance_png is not None and files.importance_png.read_bytes()[:4] == b"\x89PNG"
     assert files.importance_png.stat().st_size > 10_000
+
+
+def test_watch_rewrites_the_report_until_the_campaign_finishes(tmp_path):
+    """``report --watch``: each refresh reads the journal as it is (no lock); the loop ends with the
+    refresh after campaign_finished is journaled."""
+    from hpo_testdata import sample_events
+
+    from hpo.journal import Journal
+    from hpo.report import watch_report
+
+    journal = Journal(tmp_path / "journal.jsonl")
+    for event in sample_events():
+        journal.append(event)
+    seen: list[str] = []
+
+    def sleep(_: float) -> None:  # the campaign goes on between refreshes
+        if len(seen) == 2:
+            journal.append({"event": "campaign_finished", "time": 1050.0, "reason": "max_trials (12) finished"})
+
+    files = watch_report(tmp_path, 0.01, sleep=sleep, on_refresh=lambda f: seen.append(f.text.splitlines()[0]))
+    journal.close()
+    assert len(seen) == 3 and files.html.exists()
+    assert "campaign finished: max_trials (12) finished" in files.text
