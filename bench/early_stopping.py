@@ -10,6 +10,7 @@ count). Methods:
 
 - ``none``: our TPE (``optuna-tpe`` backend), every trial to its budget (a);
 - ``asha``: the same with :class:`hpo.stoppers.AshaStopper` (min 1 epoch, reduction factor 3) (b);
+- ``asha-min2-rf2``: ASHA with min 2 epochs, reduction factor 2 (promotes more trials to the end);
 - ``i-epoch``: the same with :class:`hpo.stoppers.IEpochStopper` (1 epoch, best third goes on) (c);
 - ``optuna-hyperband``, the anchor: Optuna's TPESampler with its ``HyperbandPruner`` (min resource
   1, max resource 10, reduction factor 3) driving the same trainer in its own loop (d).
@@ -41,7 +42,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("none", "asha", "i-epoch", "optuna-hyperband")
+METHODS = ("none", "asha", "asha-min2-rf2", "i-epoch", "optuna-hyperband")
 HEAD = "formation_energy"
 REACH = 1.02  # within 2% of (a)'s best
 
@@ -106,7 +107,8 @@ def run_method(method: str, seed: int, dataset: str, budget_s: float, workdir: s
     space = SearchSpace.from_dict(campaign["search_space"])
     base = json.loads((ROOT / "examples" / "alloy" / "formation_energy.json").read_text())
     epochs = int(base["NeuralNetwork"]["Training"]["num_epoch"])
-    stopper = {"asha": lambda: AshaStopper(1, 3), "i-epoch": lambda: IEpochStopper(1, 1 / 3)}.get(method, lambda: None)()
+    stopper = {"asha": lambda: AshaStopper(1, 3), "asha-min2-rf2": lambda: AshaStopper(2, 2),
+               "i-epoch": lambda: IEpochStopper(1, 1 / 3)}.get(method, lambda: None)()
     if method == "optuna-hyperband":
         study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed),
                                     pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs,
@@ -185,6 +187,19 @@ def _summary(run: MethodRun, target: float | None, dataset: str) -> dict:
             "reach_s": reach, "spent_s": max((t.end_s for t in run.trials), default=0.0)}
 
 
+def _earlier_runs(path: Path, jobs: list[tuple[str, int]]) -> dict[tuple[str, int], MethodRun]:
+    """The runs of ``jobs`` an earlier invocation left in ``path`` (runs.json)."""
+    if not path.exists():
+        return {}
+    saved = json.loads(path.read_text())
+    out = {}
+    for method, seed in jobs:
+        entry = saved.get(f"{method}-{seed}")
+        if entry is not None:
+            out[(method, seed)] = MethodRun(method, seed, [TrialRun(**t) for t in entry["trials"]])
+    return out
+
+
 def _median(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -201,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--structures", type=int, default=600)
     ap.add_argument("--workers", type=int, default=2, help="searches run side by side (one core each)")
     ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--methods", nargs="+", default=["none", "asha", "i-epoch", "optuna-hyperband"], choices=METHODS)
+    ap.add_argument("--reuse", action="store_true",
+                    help="take (method, seed) runs already in WORKDIR/runs.json instead of running them again")
     args = ap.parse_args(argv)
 
     from graph_builders.datasets.alloy import make_alloy_dataset
@@ -215,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         write_dataset(dataset, data.graphs, data.heads, splits=data.splits, metadata=data.metadata)
     t_start = time.perf_counter()
     jobs = [(m, s) for s in range(args.seeds) for m in args.methods]
+    runs = _earlier_runs(workdir / "runs.json", jobs) if args.reuse else {}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         futures = {job: pool.submit(run_method, job[0], job[1], str(dataset), args.budget, str(workdir))
-                   for job in jobs}
-        runs = {job: f.result() for job, f in futures.items()}
+                   for job in jobs if job not in runs}
+        runs.update({job: f.result() for job, f in futures.items()})
     (workdir / "runs.json").write_text(json.dumps({f"{m}-{s}": asdict(r) for (m, s), r in runs.items()}, indent=1))
 
     rows: dict[str, list[dict]] = {m: [] for m in args.methods}
@@ -237,14 +255,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m:<18} {_fmt(r['trials'], '.0f'):>6} {_fmt(r['stopped'], '.0f'):>7} {_fmt(r['best_objective'], '.4f'):>9} "
               f"{_fmt(r['best_test_mae'], '.4f'):>13} {_fmt(r['ensemble_test_mae'], '.4f'):>14} {_fmt(r['reach_s'], '.0f'):>8}")
         print(f"{'':<18} per seed reach s: {[_fmt(x['reach_s'], '.0f') for x in rows[m]]}")
-    if "none" in med and "asha" in med:
-        a, b = med["none"], med["asha"]
+    for variant in ("asha", "asha-min2-rf2"):
+        if "none" not in med or variant not in med:
+            continue
+        a, b = med["none"], med[variant]
         ratio = None if a["reach_s"] is None or b["reach_s"] is None else b["reach_s"] / a["reach_s"]
-        print(f"\nASHA reaches (a)'s best in {_fmt(ratio, '.2f')} x its slot-seconds (goal <= 0.33); "
+        print(f"\n{variant} reaches (a)'s best in {_fmt(ratio, '.2f')} x its slot-seconds (goal <= 0.33); "
               f"top-5 test MAE {_fmt(b['ensemble_test_mae'], '.4f')} vs {_fmt(a['ensemble_test_mae'], '.4f')} (goal <=)")
         if "optuna-hyperband" in med:
             d = med["optuna-hyperband"]
-            print(f"ASHA vs Optuna TPE + Hyperband at equal budget: best val {_fmt(b['best_objective'], '.4f')} vs "
+            print(f"{variant} vs Optuna TPE + Hyperband at equal budget: best val {_fmt(b['best_objective'], '.4f')} vs "
                   f"{_fmt(d['best_objective'], '.4f')}, top-5 test MAE {_fmt(b['ensemble_test_mae'], '.4f')} vs "
                   f"{_fmt(d['ensemble_test_mae'], '.4f')}")
     print(f"bench wall time {time.perf_counter() - t_start:.0f} s; runs in {workdir / 'runs.json'}")

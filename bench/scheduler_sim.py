@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=8192)
     ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--trials", type=int, nargs="+", default=[800, 3000])
+    ap.add_argument("--trials", type=int, nargs="*", default=[800, 3000], help="placement workloads (none: skip them)")
     ap.add_argument("--errors", type=float, nargs="+", default=[0.0, 0.5])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--policies", nargs="+", default=["load-aware", "fixed-block", "fifo", "fifo-skip"])

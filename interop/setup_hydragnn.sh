@@ -12,7 +12,7 @@ test -f "$HYDRAGNN/hydragnn/__init__.py" || { echo "$HYDRAGNN: not a HydraGNN ch
 test -x "$VENV/bin/python" || python3 -m venv "$VENV"
 PIP="$VENV/bin/pip install -q"
 $PIP torch==2.13.0
-$PIP "torch_geometric==2.8.*" numpy scipy ase tqdm psutil sympy scikit-learn matplotlib e3nn \
+$PIP "torch_geometric==2.8.*" numpy scipy ase tqdm psutil sympy scikit-learn matplotlib e3nn vesin tensorboard \
      "adios2>=2.10" "mpi4py>=4.0" "mpich>=4.2" wheel setuptools
 $VENV/bin/python -c "import torch_scatter" 2>/dev/null || \
     MAX_JOBS=2 $PIP --no-build-isolation "torch-scatter==2.1.2"
