@@ -282,6 +282,55 @@ def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
+def _axis_position(values: list[Any]) -> tuple[list[float], list[float], list[str]]:
+    """Values of one parameter on a [0, 1] axis (numbers linearly, or by decades when they span
+    more than 100x; anything else by its sorted distinct values), with tick positions and labels."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) == len(values) and numbers:
+        lo, hi = min(numbers), max(numbers)
+        scale = math.log10 if lo > 0 and hi / lo > 100 else (lambda v: v)
+        a, b = scale(lo), scale(hi)
+        span = (b - a) or 1.0
+        return [(scale(v) - a) / span for v in numbers], [0.0, 1.0], [f"{lo:.3g}", f"{hi:.3g}"]
+    levels = sorted({str(v) for v in values})
+    where = {v: i / max(len(levels) - 1, 1) for i, v in enumerate(levels)}
+    return [where[str(v)] for v in values], list(where.values()), levels
+
+
+def plot_parallel(state: CampaignState, path: str | os.PathLike, short: dict[str, str]) -> bool:
+    """Parallel coordinates of the searched parameters and the objective, one line per trial with
+    an objective, coloured by it (best on top); False (nothing written) without such trials."""
+    plt = _pyplot()
+    records = sorted((r for r in state.trials.values() if r.objective is not None), key=lambda r: -r.objective)
+    keys = [k for k in state.param_keys if all(k in r.params for r in records)]
+    if not records or not keys:
+        return False
+    columns = [_axis_position([r.params[k] for r in records]) for k in keys]
+    columns.append(_axis_position([r.objective for r in records]))
+    names = [short.get(k, k) for k in keys] + ["objective"]
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 4.5), dpi=100)
+    colours = plt.get_cmap("viridis_r")(columns[-1][0])
+    from matplotlib.collections import LineCollection
+
+    lines = [list(zip(range(len(names)), [col[0][i] for col in columns])) for i in range(len(records))]
+    ax.add_collection(LineCollection(lines, colors=colours, linewidths=0.8 if len(records) > 300 else 1.4,
+                                     alpha=0.35 if len(records) > 300 else 0.8))
+    for x, (_, ticks, labels) in enumerate(columns):
+        ax.axvline(x, color="black", linewidth=0.8)
+        shown = range(0, len(ticks), max(1, len(ticks) // 8))
+        for i in shown:
+            ax.text(x + 0.03, ticks[i], labels[i], fontsize=7, va="center")
+    ax.set_xticks(range(len(names)), names, rotation=15, fontsize=8)
+    ax.set_yticks([])
+    ax.set_xlim(-0.2, len(names) - 0.6)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"parallel coordinates: {len(records)} trials with an objective (yellow = best)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
 def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
     """Slots (y) over time since the campaign started (x); one bar per trial attempt and slot."""
     plt = _pyplot()
@@ -374,6 +423,7 @@ class ReportFiles:
     gantt_png: Path
     curves_png: Path | None = None
     importance_png: Path | None = None  # None: too few completed trials, or no search space known
+    parallel_png: Path | None = None  # None: no trial with an objective
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
 
 
@@ -423,10 +473,12 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
         files.text += "\n\n" + format_importances(found, short=lambda k: short.get(k, k))
         files.importance_png = out / "importance.png"
         plot_importance(found, files.importance_png, short)
+    if plot_parallel(state, out / "parallel.png", short):
+        files.parallel_png = out / "parallel.png"
     from hpo.report_html import write_html
 
     figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
-               "importance": files.importance_png}
+               "importance": files.importance_png, "parallel": files.parallel_png}
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
                             title=f"campaign report: {campaign_dir.resolve().name}")
     return files

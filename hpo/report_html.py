@@ -3,7 +3,7 @@
 Nothing is fetched at view time: the figures are the report's PNGs embedded as data URIs, the
 styles and the few lines of script are inline. Sections: the summary (counts, best, slot-hours,
 utilisation, the cost model's error), the top trials (a table whose columns sort on click), the
-search trajectory and slot usage (Gantt), the learning curves (trials stopped early marked), the
+search trajectory, parallel coordinates and slot usage (Gantt), the learning curves (trials stopped early marked), the
 hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
 directory is given, its members, parity plot with error bars and calibration curve.
 
@@ -137,6 +137,7 @@ def write_html(path: Path, state: CampaignState, summary_text: str, figures: dic
         "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short),
         "<h2>Search trajectory and slot usage</h2>",
         _figure(figures.get("objective"), "objective per trial and best so far"),
+        _figure(figures.get("parallel"), "parallel coordinates of the searched parameters and the objective"),
         _figure(figures.get("gantt"), "slot usage over time (Gantt)"),
         "<h2>Learning curves</h2>",
         _figure(figures.get("curves"), "validation objective per epoch; trials stopped early marked")

@@ -71,7 +71,7 @@ def test_html_report_loads_in_chromium_with_every_figure(tmp_path):
     body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
     figures = int(re.search(r'data-figures="(\d+)"', body).group(1))
     loaded = int(re.search(r'data-figures-loaded="(\d+)"', body).group(1))
-    assert figures == loaded == 4  # objective, gantt, learning curves, importance
+    assert figures == loaded == 5  # objective, parallel coordinates, gantt, learning curves, importance
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
     assert console == []  # the page logs nothing: any console line is an error or a warning
     for heading in ("Trials", "Learning curves", "Hyperparameter importance", "Failures by reason"):
