@@ -332,6 +332,27 @@ def test_two_processes_equal_one(tmp_path, dataset):
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
 
 
+def test_a_campaign_stop_ends_a_data_parallel_trial_on_all_ranks_together(tmp_path, dataset):
+    """RUN_DIR/stop seen by rank 0 only: both ranks end after the same epoch (an all-reduce of the
+    flag), no rank hangs in the next epoch's collectives, and the result says ``stopped``."""
+    cfg_path = tmp_path / "cfg.json"
+    cfg_path.write_text(json.dumps(config_dict(num_epoch=50, lr_schedule="none")))
+    run_dir = tmp_path / "two"
+    run_dir.mkdir()
+    (run_dir / "stop").write_text("asha: rung 0 (epoch 1), not in the top 1/3")
+    argv = ["train", str(cfg_path), "--data", str(dataset), "-o", str(run_dir), "--device", "cpu",
+            "--no-progress", "--world-size", "2", "--init-method", f"file://{tmp_path / 'rendezvous'}"]
+    ctx = torch.multiprocessing.start_processes(_cli_worker, args=(argv,), nprocs=2, join=False,
+                                                start_method="fork")
+    while not ctx.join(timeout=180):
+        pass
+    assert [p.exitcode for p in ctx.processes] == [0, 0]
+    result = TrialResult.read(run_dir / "result.json")
+    assert result.status == "stopped" and result.epochs == 1 and result.slots == 2
+    assert result.failure_reason.startswith("asha: rung 0 (epoch 1)")
+    assert (run_dir / result.checkpoint).is_file()
+
+
 def pair_potential_graph(g: torch.Generator) -> Data:
     """A small molecule-like cluster with a harmonic pair energy; forces = -dE/dpos exactly."""
     n = int(torch.randint(3, 7, (1,), generator=g))
