@@ -55,8 +55,11 @@ def ours(layer: str, hidden: int, data: Path, repeats: int) -> dict:
 
 def theirs(python: Path, layer: str, hidden: int, data: Path, epochs: int, workdir: Path) -> dict:
     from bench.training import bench_config
+    from ensemble.export import for_hydragnn
 
-    config = bench_config(HYDRAGNN_NAMES.get(layer, layer), hidden, 32)
+    config = for_hydragnn(bench_config(HYDRAGNN_NAMES.get(layer, layer), hidden, 32))
+    if layer == "GIN":  # HydraGNN refuses edge features for GIN; ours has none either (no edge term)
+        del config["NeuralNetwork"]["Architecture"]["edge_features"]
     path = workdir / f"{layer}_{hidden}.json"
     path.write_text(json.dumps(config))
     cmd = [str(python), str(ROOT / "interop" / "hydragnn_throughput.py"), str(data), str(path), "--epochs", str(epochs)]

@@ -63,7 +63,7 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     import torch.nn.functional as F
 
-    from graph_builders.store import GraphStore
+    from hydragnn_ensemble.train.data import open_source
     from hydragnn_ensemble.config import config_from_dict
     from hydragnn_ensemble.model import build_model
     from hydragnn_ensemble.train.budget import TimeBudget
@@ -74,8 +74,11 @@ def worker(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     cfg = config_from_dict(bench_config(args.type, args.hidden_dim, args.batch_size))
     device = resolve_device(args.device, DistributedContext())
-    with GraphStore(args.data) as store:
-        prepared, heads = prepare_trial_data(cfg, store, str(args.data))
+    source = open_source(args.data)
+    try:
+        prepared, heads = prepare_trial_data(cfg, source, str(args.data))
+    finally:
+        source.close()
     run_dir = Path(tempfile.mkdtemp())
     pg = ProcessGroup(DistributedContext(), device)
     trainer = Trainer(cfg, prepared, run_dir, dataset_heads=heads, device=device, pg=pg,

@@ -88,8 +88,36 @@ class ExportResult:
     not_expressible: list[tuple[int, str]] = field(default_factory=list)
 
 
+def for_hydragnn(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the layer sizes HydraGNN requires but our loader defaults written out, so
+    HydraGNN builds the widths we trained: SchNet ``num_gaussians`` (ours: ``num_radial`` or 50) and
+    ``num_filters`` (ours: ``hidden_dim``), PaiNN ``num_radial`` (ours: ``num_gaussians`` or 50), and
+    ``task_weights`` (ours: 1 per head) and ``max_neighbours`` (100, HydraGNN's examples' value; it
+    caps only graphs HydraGNN builds itself): HydraGNN's model factory reads both unconditionally.
+    Keys the config sets are kept."""
+    from hydragnn_ensemble.config.to_spec import DEFAULT_NUM_GAUSSIANS
+
+    out = json.loads(json.dumps(config))
+    arch = out.get("NeuralNetwork", {}).get("Architecture", {})
+    layer = str(arch.get("mpnn_type", "")).lower()
+    voi = out.get("NeuralNetwork", {}).get("Variables_of_interest", {})
+    heads = voi.get("output_names") or voi.get("output_index") or voi.get("type") or []
+    arch.setdefault("task_weights", [1.0] * len(heads))
+    arch.setdefault("max_neighbours", 100)
+    radial = arch.get("num_gaussians") or arch.get("num_radial") or DEFAULT_NUM_GAUSSIANS
+    if layer == "schnet":
+        arch.setdefault("num_gaussians", radial)
+        arch.setdefault("num_filters", arch.get("hidden_dim"))
+    elif layer == "painn":
+        arch.setdefault("num_radial", radial)
+    return out
+
+
 def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
     """Why HydraGNN would build a different model from ``config`` than we trained, or ``None``.
+
+    SchNet: ours filters ``hidden_dim`` wide and ignores ``num_filters``; a config setting another
+    ``num_filters`` would give HydraGNN other filter widths.
 
     HydraGNN's ``update_config`` sets a CGCNN's ``hidden_dim`` to its ``input_dim`` (the number of
     ``input_node_features``) when no global attention is used: its CGConv keeps the input width.
@@ -98,6 +126,10 @@ def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
     """
     network = config.get("NeuralNetwork", {})
     arch = network.get("Architecture", {})
+    filters = arch.get("num_filters")
+    if str(arch.get("mpnn_type", "")).lower() == "schnet" and filters is not None and filters != arch.get("hidden_dim"):
+        return (f"SchNet with num_filters {filters} != hidden_dim {arch.get('hidden_dim')}: our SchNet's "
+                "filters are hidden_dim wide (num_filters is not used here), HydraGNN's num_filters wide")
     if arch.get("mpnn_type") != "CGCNN" or arch.get("global_attn_engine"):
         return None
     width = len(network.get("Variables_of_interest", {}).get("input_node_features", [0]))
@@ -202,7 +234,7 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
                 not_expressible.append((t.trial_id, why))
                 continue
             path = out / f"trial_{t.trial_id}.json"
-            _write_text(path, json.dumps(t.config, indent=4) + "\n")
+            _write_text(path, json.dumps(for_hydragnn(t.config), indent=4) + "\n")
             files.append(path)
     elif fmt == "json":
         path = out / "top_k.json"

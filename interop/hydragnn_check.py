@@ -11,7 +11,7 @@ EMT labels; heads formation_energy, stress, forces) and one config per layer bot
 (``examples/alloy/config.json`` with that layer, ``--hidden``, 2 conv layers, 1 epoch). Every config
 goes through our export rule (:func:`ensemble.export.hydragnn_mismatch`); then, in HydraGNN's venv,
 ``interop/hydragnn_side.py`` decodes the samples, rewrites and builds every config and trains the
-first (GIN) for one epoch. Printed: the fields HydraGNN decoded, per layer our and HydraGNN's
+every one for one epoch. Printed: the fields HydraGNN decoded, per layer our and HydraGNN's
 parameter counts, HydraGNN's ``hidden_dim`` after ``update_config``, the validation loss HydraGNN
 measured before and after its epoch, and whether our loader takes HydraGNN's rewritten config back.
 """
@@ -35,6 +35,7 @@ LAYERS = ("GIN", "SchNet", "PNA", "EGNN", "PAINN", "CGCNN")
 
 def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]]:
     """The alloy dataset and one config per layer in ``workdir``."""
+    from ensemble.export import for_hydragnn
     from graph_builders.datasets.alloy import make_alloy_dataset
     from graph_builders.store import write_dataset
 
@@ -52,7 +53,7 @@ def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]
         arch["output_heads"]["graph"]["dim_sharedlayers"] = hidden
         tr.update(num_epoch=1, batch_size=16)
         path = workdir / f"{layer}.json"
-        path.write_text(json.dumps(config, indent=1))
+        path.write_text(json.dumps(for_hydragnn(config), indent=1))  # what export --format hydragnn writes
         paths.append(path)
     return data, paths
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     data, configs = write_inputs(workdir, args.num, args.hidden)
     out = workdir / "hydragnn_side.json"
     proc = subprocess.run([str(args.hydragnn_python), str(ROOT / "interop" / "hydragnn_side.py"), str(data),
-                           str(out), *map(str, configs), "--train", "1"], capture_output=True, text=True)
+                           str(out), *map(str, configs), "--train", str(len(configs))], capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
         return 1

@@ -36,7 +36,7 @@ def _describe(sample) -> dict:
     return out
 
 
-def _datasets(path: str, comm, var_config: dict):
+def _datasets(path: str, comm, var_config: dict | None):
     from hydragnn.utils.datasets.adiosdataset import AdiosDataset
 
     return [AdiosDataset(path, split, comm, preload=False, shmem=False, ddstore=False, var_config=var_config)
@@ -50,8 +50,7 @@ def one_config(dataset: str, config_path: str, comm, train: bool, workdir: str) 
 
     config = json.loads(Path(config_path).read_text())
     original = copy.deepcopy(config)
-    var_config = config["NeuralNetwork"]["Variables_of_interest"]
-    trainset, valset, testset = _datasets(dataset, comm, var_config)
+    trainset, valset, testset = _datasets(dataset, comm, None)  # y/y_loc as stored (see README)
     batch = config["NeuralNetwork"]["Training"]["batch_size"]
     train_loader, val_loader, test_loader = hydragnn.preprocess.create_dataloaders(trainset, valset, testset, batch)
     config = update_config(config, train_loader, val_loader, test_loader)
@@ -104,9 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     torch.set_num_threads(1)
+    import hydragnn
+
+    hydragnn.utils.distributed.setup_ddp()  # HydraGNN's update_config needs torch.distributed (gloo here)
     comm = MPI.COMM_WORLD
     report: dict = {"dataset": args.dataset, "configs": []}
-    trainset, valset, testset = _datasets(args.dataset, comm, {})
+    trainset, valset, testset = _datasets(args.dataset, comm, None)
     report["samples"] = {"trainset": len(trainset), "valset": len(valset), "testset": len(testset)}
     report["sample0"] = _describe(trainset.get(0))
     with tempfile.TemporaryDirectory() as workdir:

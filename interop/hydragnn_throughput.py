@@ -35,10 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     from hydragnn.utils.datasets.adiosdataset import AdiosDataset
     from hydragnn.utils.input_config_parsing import update_config
 
+    hydragnn.utils.distributed.setup_ddp()  # HydraGNN's update_config needs torch.distributed (gloo here)
+
     config = json.loads(Path(args.config).read_text())
     var_config = config["NeuralNetwork"]["Variables_of_interest"]
     splits = [AdiosDataset(args.dataset, split, MPI.COMM_WORLD, preload=True, shmem=False, ddstore=False,
-                           var_config=var_config) for split in ("trainset", "valset", "testset")]
+                           var_config=None) for split in ("trainset", "valset", "testset")]  # y/y_loc as stored
     batch = config["NeuralNetwork"]["Training"]["batch_size"]
     train_loader, val_loader, test_loader = hydragnn.preprocess.create_dataloaders(*splits, batch)
     config = update_config(config, train_loader, val_loader, test_loader)

@@ -174,7 +174,8 @@ class ArchitectureSection(_Section):
     ``node_max_ell``, ``avg_num_neighbors``, ``equivariance`` (checked like HydraGNN does),
     ``initial_bias``, ``freeze_conv_layers``, ``SyncBatchNorm``, ``pe_dim``, ``global_attn_heads``,
     ``enable_atomistic_species_encoding`` and the keys HydraGNN writes into the config it saves
-    (``input_dim``, ``output_dim``, ``output_type``, ``num_nodes``, ``edge_dim``).
+    (``input_dim``, ``output_dim``, ``output_type``, ``num_nodes``, ``edge_dim``, and the settings
+    of its equivariant global attention ``equivariant_attn_*``, which it writes with defaults).
     ``global_attn_engine``/``global_attn_type`` are accepted but a model with global attention is
     refused when built (our builder has none).
     """
@@ -210,6 +211,13 @@ class ArchitectureSection(_Section):
     global_attn_engine: str | None = None
     global_attn_type: str | None = None
     global_attn_heads: int = 0
+    equivariant_attn_lmax: int | None = None
+    equivariant_attn_num_radial: int | None = None
+    equivariant_attn_feedforward_multiplier: float | None = None
+    equivariant_attn_allow_scalar_only: bool | None = None
+    equivariant_attn_require_tensor_coupling: bool | None = None
+    equivariant_attn_chunk_size: int | None = None
+    equivariant_attn_coupling_mode: str | None = None
     pe_dim: int = 0
     initial_bias: float | None = None
     freeze_conv_layers: bool = False

@@ -197,3 +197,26 @@ def test_cgcnn_member_hydragnn_would_shrink_is_named_not_exported():
     assert hydragnn_mismatch(data) is None
     data["NeuralNetwork"]["Architecture"].update(mpnn_type="SchNet", hidden_dim=32)
     assert hydragnn_mismatch(data) is None
+
+
+def test_export_writes_the_layer_sizes_hydragnn_requires():
+    """HydraGNN asserts on SchNet's num_gaussians/num_filters and builds PaiNN from num_radial; our
+    loader defaults them. The exported config spells out the widths we trained, and loads back to
+    the same model here."""
+    from ensemble.export import for_hydragnn
+
+    for layer, expected in (("SchNet", {"num_gaussians": 20, "num_filters": 32}), ("PAINN", {"num_radial": 20}),
+                            ("GIN", {})):
+        data = base()
+        data["NeuralNetwork"]["Architecture"]["mpnn_type"] = layer
+        del data["NeuralNetwork"]["Architecture"]["num_filters"]
+        out = for_hydragnn(data)
+        arch = out["NeuralNetwork"]["Architecture"]
+        for key, value in expected.items():
+            assert arch[key] == value, (layer, key)
+        a = config_to_model_spec(config_from_dict(data), HEADS, node_feature_dim=1, edge_dim=0)
+        b = config_to_model_spec(config_from_dict(out), HEADS, node_feature_dim=1, edge_dim=0)
+        assert a == b
+    data = base()
+    data["NeuralNetwork"]["Architecture"]["num_filters"] = 64  # hidden_dim is 32
+    assert "num_filters 64 != hidden_dim 32" in hydragnn_mismatch(data)
