@@ -7,13 +7,15 @@ Spread: the evaluator is run on ``resamples`` random halves of the completed tri
 replacement, as in stability selection); each parameter gets the importance on all trials, the 10th
 and 90th percentiles over the halves, and ``rank_stability``: the share of halves in which it keeps
 its rank of the full ranking. Only completed trials count (PED-ANOVA reads ``COMPLETE`` trials;
-stopped and failed ones carry no final value). Half-samples rather than bootstrap draws: each
-resample costs one study build, and halves make that cost half as large for the same number of
-resamples (an 8,000-trial campaign takes ~3 s with the default 10, see ``bench/importance.py``).
+stopped and failed ones carry no final value). Half-samples rather than bootstrap draws: a half is
+the target with NaN outside it, which PED-ANOVA leaves out, so one study serves every resample
+(a bootstrap draw repeats trials and would need a study of its own): 2.1 s for 8,000 trials with
+the objective and the cost (``python -m bench.importance``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from dataclasses import dataclass
@@ -122,7 +124,7 @@ def _summarise(target: str, num_trials: int, full: dict[str, float], halves: lis
 def importances(trials: list[Any], targets: list[str], resamples: int = 10, seed: int = 0) -> list[TargetImportance]:
     """The importances for each of ``targets`` over the completed ``trials`` (Optuna ``FrozenTrial``
     objects) that have every target; [] with fewer than :data:`MIN_TRIALS` such trials. One study
-    of all trials and ``resamples`` half-sample studies serve every target."""
+    of all trials serves every target and half-sample."""
     from optuna.trial import TrialState
 
     values = {target: _value_of(target) for target in targets}
@@ -130,12 +132,18 @@ def importances(trials: list[Any], targets: list[str], resamples: int = 10, seed
     if len(usable) < MIN_TRIALS:
         return []
     rng = random.Random(seed)
+    halves = [frozenset(rng.sample(range(len(usable)), len(usable) // 2)) for _ in range(resamples)]
     with _quiet_optuna():
-        full_study = _study(usable)
-        half_studies = [_study(rng.sample(usable, len(usable) // 2)) for _ in range(resamples)]
-        return [_summarise(target, len(usable), _ped_anova(full_study, value),
-                           [_ped_anova(h, value) for h in half_studies])
+        study = _study(usable)  # numbers 0..n-1 in the order of ``usable``
+        return [_summarise(target, len(usable), _ped_anova(study, value),
+                           [_ped_anova(study, _within(value, half)) for half in halves])
                 for target, value in values.items()]
+
+
+def _within(value: Callable[[Any], float | None], half: frozenset[int]) -> Callable[[Any], float]:
+    """``value`` on the trials numbered in ``half``, NaN elsewhere: PED-ANOVA leaves out trials whose
+    target is not finite, so one study serves every half-sample."""
+    return lambda t: value(t) if t.number in half else math.nan
 
 
 def campaign_importances(state: CampaignState, space: SearchSpace, resamples: int = 10,
