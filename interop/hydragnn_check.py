@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("GIN", "SchNet", "PNA", "EGNN", "PAINN", "CGCNN")
+LAYERS = ("GIN", "SchNet", "SchNet-edge", "PNA", "EGNN", "PAINN", "CGCNN")  # SchNet-edge: edge_features [length]
 
 
 def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]]:
@@ -47,7 +47,9 @@ def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]
     for layer in LAYERS:
         config = copy.deepcopy(base)
         arch, tr = config["NeuralNetwork"]["Architecture"], config["NeuralNetwork"]["Training"]
-        arch.update(mpnn_type=layer, hidden_dim=hidden, num_conv_layers=2)
+        arch.update(mpnn_type=layer.split("-")[0], hidden_dim=hidden, num_conv_layers=2)
+        if layer.endswith("-edge"):  # HydraGNN's SchNet then takes our edge lengths, else builds its own graph
+            arch["edge_features"] = ["length"]
         for head in arch["output_heads"].values():
             head["dim_headlayers"] = [hidden] * len(head["dim_headlayers"])
         arch["output_heads"]["graph"]["dim_sharedlayers"] = hidden
