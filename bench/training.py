@@ -58,6 +58,26 @@ def make_dataset(path: Path, num_graphs: int) -> None:
     write_dataset(path, data.graphs, data.heads, splits=data.splits, metadata=data.metadata)
 
 
+def _time_alternately(train_epoch, minimal_epoch, repeats: int, sync) -> tuple[list, list, list, list]:
+    """Wall and CPU seconds of the trainer's epoch and the minimal loop, alternating which goes first
+    (after one warm-up epoch of each): (ours, minimal, ours_cpu, minimal_cpu)."""
+    ours, minimal, ours_cpu, minimal_cpu = [], [], [], []
+    train_epoch(0)  # warm-up both
+    minimal_epoch()
+    for r in range(repeats):
+        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+            sync()
+            t, c = time.perf_counter(), time.process_time()
+            if which == 0:
+                train_epoch(r + 1)
+            else:
+                minimal_epoch()
+            sync()
+            (ours if which == 0 else minimal).append(time.perf_counter() - t)
+            (ours_cpu if which == 0 else minimal_cpu).append(time.process_time() - c)
+    return ours, minimal, ours_cpu, minimal_cpu
+
+
 def worker(args: argparse.Namespace) -> None:
     """One (mpnn_type, hidden) measurement; prints one JSON line."""
     import torch
@@ -106,20 +126,7 @@ def worker(args: argparse.Namespace) -> None:
             torch.cuda.synchronize(device)
 
     n = prepared.num_graphs("trainset")
-    ours, minimal, ours_cpu, minimal_cpu = [], [], [], []
-    trainer.train_epoch(0)  # warm-up both
-    minimal_epoch()
-    for r in range(args.repeats):
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
-            sync()
-            t, c = time.perf_counter(), time.process_time()
-            if which == 0:
-                trainer.train_epoch(r + 1)
-            else:
-                minimal_epoch()
-            sync()
-            (ours if which == 0 else minimal).append(time.perf_counter() - t)
-            (ours_cpu if which == 0 else minimal_cpu).append(time.process_time() - c)
+    ours, minimal, ours_cpu, minimal_cpu = _time_alternately(trainer.train_epoch, minimal_epoch, args.repeats, sync)
     med = statistics.median
     print(json.dumps({
         "type": args.type, "hidden": args.hidden_dim, "device": device.type, "train_graphs": n,

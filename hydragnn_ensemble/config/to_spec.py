@@ -79,6 +79,33 @@ def builder_layer_name(mpnn_type: str) -> str | None:
     return {name.lower(): name for name in MPNN_TYPES}.get(mpnn_type.lower())
 
 
+def _build_problems(config: HydraConfig, layer_name: str | None, node_feature_dim: int,
+                    degree_histogram: Sequence[int] | None) -> list[str]:
+    """What stops the builder from making ``config``'s model on this dataset (all at once)."""
+    from hydragnn_ensemble.model import MPNN_TYPES
+
+    arch, voi = config.architecture, config.variables
+    errors = []
+    if layer_name is None:
+        errors.append(f"NeuralNetwork.Architecture.mpnn_type: {arch.mpnn_type!r} is a HydraGNN layer "
+                      f"this package does not build; available: {', '.join(MPNN_TYPES)}")
+    bad_cols = [c for c in voi.input_node_features if c >= node_feature_dim]
+    if bad_cols:
+        errors.append(f"NeuralNetwork.Variables_of_interest.input_node_features: columns {bad_cols} "
+                      f"do not exist; the dataset's x has {node_feature_dim} column(s)")
+    if arch.global_attn_engine:
+        errors.append("NeuralNetwork.Architecture.global_attn_engine: global attention is not "
+                      "available in this package's model; set it to null")
+    if arch.output_heads.node is not None and arch.output_heads.node.type != "mlp" and "node" in voi.type:
+        errors.append(f"NeuralNetwork.Architecture.output_heads.node.type: {arch.output_heads.node.type!r} "
+                      "is not available; use 'mlp'")
+    hist = degree_histogram if degree_histogram is not None else arch.pna_deg
+    if arch.mpnn_type in PNA_MPNN_TYPES and not hist:
+        errors.append(f"NeuralNetwork.Architecture.pna_deg: {arch.mpnn_type} needs a degree histogram "
+                      "(pass the training split's, or set pna_deg)")
+    return errors
+
+
 def config_to_model_spec(
     config: HydraConfig,
     heads: HeadRegistry,
@@ -98,30 +125,12 @@ def config_to_model_spec(
     ``use_atomic_numbers``: the dataset carries ``z``; ``radius``: the dataset's graph radius, used
     when the config has none.
     """
-    from hydragnn_ensemble.model import MPNN_TYPES
-
     arch, voi = config.architecture, config.variables
-    errors = []
     layer_name = builder_layer_name(arch.mpnn_type)
-    if layer_name is None:
-        errors.append(f"NeuralNetwork.Architecture.mpnn_type: {arch.mpnn_type!r} is a HydraGNN layer "
-                      f"this package does not build; available: {', '.join(MPNN_TYPES)}")
-    bad_cols = [c for c in voi.input_node_features if c >= node_feature_dim]
-    if bad_cols:
-        errors.append(f"NeuralNetwork.Variables_of_interest.input_node_features: columns {bad_cols} "
-                      f"do not exist; the dataset's x has {node_feature_dim} column(s)")
-    if arch.global_attn_engine:
-        errors.append("NeuralNetwork.Architecture.global_attn_engine: global attention is not "
-                      "available in this package's model; set it to null")
-    if arch.output_heads.node is not None and arch.output_heads.node.type != "mlp" and "node" in voi.type:
-        errors.append(f"NeuralNetwork.Architecture.output_heads.node.type: {arch.output_heads.node.type!r} "
-                      "is not available; use 'mlp'")
-    hist = degree_histogram if degree_histogram is not None else arch.pna_deg
-    if arch.mpnn_type in PNA_MPNN_TYPES and not hist:
-        errors.append(f"NeuralNetwork.Architecture.pna_deg: {arch.mpnn_type} needs a degree histogram "
-                      "(pass the training split's, or set pna_deg)")
+    errors = _build_problems(config, layer_name, node_feature_dim, degree_histogram)
     if errors:
         raise ConfigError(SOURCE, errors)
+    hist = degree_histogram if degree_histogram is not None else arch.pna_deg
 
     predicted = selected_heads(config, heads)
     energy, forces, stress = potential_heads(config, predicted)
