@@ -152,11 +152,15 @@ def _reported_objective(trial: CampaignTrial, record, objective_key: str) -> flo
     return None
 
 
+#: Why a trial the campaign's stopper ended is not a member (unless ``include_stopped``).
+STOPPED_EXCLUSION = "stopped early by the campaign's stopper (select --include-stopped to allow it)"
+
+
 def _exclusion(trial: CampaignTrial, journal_status: str | None, objective_key: str,
                include_stopped: bool = False) -> str | None:
     """Why ``trial`` cannot be a member, or None."""
     if not include_stopped and TrialStatus.STOPPED in (journal_status, trial.result and trial.result.status):
-        return "stopped early by the campaign's stopper (select --include-stopped to allow it)"
+        return STOPPED_EXCLUSION
     if journal_status is not None and journal_status not in STATUSES_WITH_OBJECTIVE:
         return f"journal status {journal_status}"
     result = trial.result

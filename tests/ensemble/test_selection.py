@@ -274,7 +274,7 @@ def test_select_cli_greedy_per_head(direct_campaign, tmp_path, capsys):
     assert "--bags must be >= 1, got 0" in capsys.readouterr().err
 
 
-def test_stopped_trials_are_members_only_when_asked(direct_campaign, tmp_path):
+def test_stopped_trials_are_members_only_when_asked(direct_campaign, tmp_path, capsys):
     """A trial the campaign's stopper ended early is left out of the candidates (with the reason),
     unless ``include_stopped``."""
     import json
@@ -291,13 +291,23 @@ def test_stopped_trials_are_members_only_when_asked(direct_campaign, tmp_path):
         if event.get("event") == "trial_finished" and event["trial_id"] == 3:
             event["result"]["status"] = "stopped"
             event["result"]["failure_reason"] = "early stopping (asha) after epoch 1: objective 0.1"
+            event["result"]["objective"] = 1e-6  # the best reported objective: it would be a candidate
         changed.append(json.dumps(event))
     (root / "journal.jsonl").write_text("\n".join(changed) + "\n")
     result = json.loads((root / "trials" / "3" / "result.json").read_text())
-    result["status"] = "stopped"
+    result["status"], result["objective"] = "stopped", 1e-6
     (root / "trials" / "3" / "result.json").write_text(json.dumps(result))
     default = read_campaign(root)
     assert 3 not in [t.trial_id for t in default.ranked()]
     assert default.trials[3].excluded_because.startswith("stopped early by the campaign's stopper")
     allowed = read_campaign(root, include_stopped=True)
     assert 3 in [t.trial_id for t in allowed.ranked()]
+    # the CLI says it in one line, not one warning per stopped trial
+    from hydragnn_ensemble.cli import main
+
+    assert main(["select", str(root), "-o", str(tmp_path / "e"), "--top-k", "4", "--method", "topk",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 trial(s) stopped early by the campaign's stopper are not candidates " \
+           "(select --include-stopped to allow them); the best of them: 3 (" in err
+    assert "warning: trial 3 " not in err

@@ -45,6 +45,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let trials the campaign's early stopping ended be members (default: not)")
 
 
+def _report_left_out(excluded: list) -> None:
+    """One warning per trial left out for a problem; one line for all trials the stopper ended
+    (in an early-discarding campaign that is most of them)."""
+    from ensemble.campaign import STOPPED_EXCLUSION
+
+    def score(e) -> str:
+        return "-" if e.objective is None else f"{e.objective:.6g}"
+
+    stopped = [e for e in excluded if e.reason == STOPPED_EXCLUSION]
+    for left_out in excluded:
+        if left_out.reason != STOPPED_EXCLUSION:
+            print(f"warning: trial {left_out.trial_id} (objective {score(left_out)}) would have been a "
+                  f"candidate but is left out: {left_out.reason}", file=sys.stderr)
+    if stopped:
+        best = ", ".join(f"{e.trial_id} ({score(e)})" for e in stopped[:5])
+        print(f"note: {len(stopped)} trial(s) stopped early by the campaign's stopper are not candidates "
+              f"(select --include-stopped to allow them); the best of them: {best}"
+              f"{' ...' if len(stopped) > 5 else ''}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -70,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
         manifest = build_ensemble(args.campaign_dir, args.output, options)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
-    for left_out in manifest.selection.excluded:
-        objective = "-" if left_out.objective is None else f"{left_out.objective:.6g}"
-        print(f"warning: trial {left_out.trial_id} (objective {objective}) would have been a candidate "
-              f"but is left out: {left_out.reason}", file=sys.stderr)
+    _report_left_out(manifest.selection.excluded)
     print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
     print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
     for m in manifest.members:
