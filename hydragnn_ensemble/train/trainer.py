@@ -302,7 +302,8 @@ class Trainer:
             if stopper is not None and stopper.step(objective):
                 self.log.write(f"early stopping after epoch {epoch}: no improvement in {tr.patience} epochs")
                 break
-            asked = self._campaign_stop()
+            # a stop that arrives after the last epoch changes nothing: the trial completed its budget
+            asked = self._campaign_stop() if epoch + 1 < tr.num_epoch else None
             if asked is not None:
                 status, reason = "stopped", f"{asked} (after epoch {epoch})"
                 self.log.write(f"stopped by the campaign after epoch {epoch}: {asked}")

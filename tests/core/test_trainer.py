@@ -425,6 +425,12 @@ def test_a_campaign_stop_ends_the_trial_after_its_epoch_with_the_best_kept(tmp_p
     assert set(lines[0]["heads"]) == {"energy", "charge"}
     assert lines[0]["heads"]["energy"]["val_mae"] == pytest.approx(result.heads["energy"].val_mae, rel=1e-6)
     assert lines[0]["heads"]["charge"]["val_rmse"] == pytest.approx(result.heads["charge"].val_rmse, rel=1e-6)
+    # a stop request that arrives when the budget is done changes nothing: the trial completed
+    last = tmp_path / "last"
+    last.mkdir()
+    (last / "stop").write_text("asha: rung 1 (epoch 9), not in the top 1/3")
+    finished = run(dataset, last, num_epoch=1)
+    assert finished.status == "completed" and finished.epochs == 1 and finished.failure_reason is None
     # without a stop request every epoch is reported
     full = run(dataset, tmp_path / "full", num_epoch=3)
     curve = [json.loads(line) for line in (tmp_path / "full" / "progress.jsonl").read_text().splitlines()]

@@ -35,10 +35,18 @@ def run(args: argparse.Namespace) -> int:
         result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
+    from ensemble.campaign import STOPPED_EXCLUSION
+
+    stopped = [t for t in result.excluded if t.excluded_because == STOPPED_EXCLUSION]
     for trial in result.excluded:
-        objective = "-" if trial.reported_objective is None else f"{trial.reported_objective:.6g}"
-        print(f"warning: trial {trial.trial_id} (objective {objective}) would have ranked in the top "
-              f"{args.top_k} but is left out: {trial.excluded_because}", file=sys.stderr)
+        if trial.excluded_because != STOPPED_EXCLUSION:
+            objective = "-" if trial.reported_objective is None else f"{trial.reported_objective:.6g}"
+            print(f"warning: trial {trial.trial_id} (objective {objective}) would have ranked in the top "
+                  f"{args.top_k} but is left out: {trial.excluded_because}", file=sys.stderr)
+    if stopped:
+        print(f"note: {len(stopped)} trial(s) that would have ranked in the top {args.top_k} were stopped early "
+              f"by the campaign's stopper and are not exported: {', '.join(str(t.trial_id) for t in stopped)}",
+              file=sys.stderr)
     for trial_id, why in result.not_expressible:
         print(f"warning: trial {trial_id}: no HydraGNN config written: {why}", file=sys.stderr)
     for path in result.files:
