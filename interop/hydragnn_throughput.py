@@ -20,6 +20,16 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 
+def _groups(model) -> dict[str, int]:
+    """Parameters per top-level submodule (``module.`` of a DDP wrapper dropped)."""
+    out: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        parts = name.removeprefix("module.").split(".")
+        key = ".".join(parts[:2]) if parts[0] in ("graph_convs", "feature_layers", "heads_NN") else parts[0]
+        out[key] = out.get(key, 0) + p.numel()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -57,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu.append(time.process_time() - c)
     print(json.dumps({
         "params": sum(p.numel() for p in model.parameters()),
+        "param_groups": _groups(model),
         "hidden_dim_after_update_config": config["NeuralNetwork"]["Architecture"]["hidden_dim"],
         "train_graphs": len(splits[0]), "wall_s": wall, "cpu_s": cpu,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
