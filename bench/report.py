@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 parts[name] = parts.get(name, 0.0) + time.perf_counter() - start
         return wrapper
 
-    for name in ("load_state", "plot_objective", "plot_gantt", "plot_curves", "_importances", "plot_importance"):
+    for name in ("_load_record", "plot_objective", "plot_gantt", "plot_curves", "_importances", "plot_importance"):
         setattr(report, name, timed(name, getattr(report, name)))
     start = time.perf_counter()
     files = report.write_report(directory)

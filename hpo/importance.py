@@ -15,11 +15,12 @@ the objective and the cost (``python -m bench.importance``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from hpo.space import SearchSpace
 from hpo.state import CampaignState
@@ -62,25 +63,20 @@ def targets_of(trials: list[Any]) -> list[str]:
     return ["objective", *heads, "slot_seconds"]
 
 
-def _quiet_optuna():
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
     """Optuna's INFO log ("A new study created ...") off for the duration, and PED-ANOVA's note that
     it ranks for low target values (ours are all minimised: loss, MAE, slot-seconds)."""
-    import contextlib
-
     import optuna
 
-    @contextlib.contextmanager
-    def quiet():
-        verbosity = optuna.logging.get_verbosity()
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*achieve low `target` values.*")
-                yield
-        finally:
-            optuna.logging.set_verbosity(verbosity)
-
-    return quiet()
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*achieve low `target` values.*")
+            yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
 
 
 def _study(trials: list[Any]) -> Any:

@@ -49,13 +49,18 @@ STATUS_COLOURS = {
 
 
 # -- loading ------------------------------------------------------------------------------------
-def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
-    """The campaign state from ``journal.jsonl``, else from ``results.csv``."""
+def _load_record(campaign_dir: str | os.PathLike) -> Any:
+    """The campaign directory as read, with a state (from ``journal.jsonl``, else ``results.csv``)."""
     record = read_campaign_dir(campaign_dir)
     if record.state is None:
         raise FileNotFoundError(f"{record.cdir.root}: no {record.cdir.journal.name} or "
                                 f"{record.cdir.results_csv.name} (not a campaign directory?)")
-    return record.state
+    return record
+
+
+def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
+    """The campaign state from ``journal.jsonl``, else from ``results.csv``."""
+    return _load_record(campaign_dir).state
 
 
 # -- summary ------------------------------------------------------------------------------------
@@ -425,6 +430,7 @@ class ReportFiles:
     importance_png: Path | None = None  # None: too few completed trials, or no search space known
     parallel_png: Path | None = None  # None: no trial with an objective
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
+    finished_reason: str | None = None  # the campaign's campaign_finished reason (None: running or crashed)
 
 
 def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, str]) -> None:
@@ -455,16 +461,18 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     in the text and ``report/importance.png``, and all of it in ``report/index.html``
     (:mod:`hpo.report_html`; with ``ensemble_dir``, the ensemble's members and plots too)."""
     campaign_dir = Path(campaign_dir)
-    state = load_state(campaign_dir)
+    record = _load_record(campaign_dir)
+    state = record.state
     out = CampaignDir.at(campaign_dir).report
     out.mkdir(exist_ok=True)
     summary = summarize(state, top)
-    files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png")
+    files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png",
+                        finished_reason=state.finished_reason)
     plot_objective(state, files.objective_png)
     plot_gantt(state, files.gantt_png)
     if plot_curves(state, out / "curves.png"):
         files.curves_png = out / "curves.png"
-    found = _importances(read_campaign_dir(campaign_dir).frozen.get("search_space"), state)
+    found = _importances(record.frozen.get("search_space"), state)
     short = summary.short_names
     if found:
         from hpo.importance import format_importances
@@ -494,7 +502,7 @@ def watch_report(campaign_dir: str | os.PathLike, every_s: float, top: int = 10,
         files = write_report(campaign_dir, top, ensemble_dir)
         if on_refresh is not None:
             on_refresh(files)
-        if load_state(campaign_dir).finished_reason is not None:
+        if files.finished_reason is not None:
             return files
         sleep(every_s)
 

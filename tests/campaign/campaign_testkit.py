@@ -52,6 +52,17 @@ def write_campaign(tmp: Path, modes: dict[int, str] | None = None, mode: str = "
     return path
 
 
+def write_asha_campaign(tmp: Path, max_trials: int, epoch_s: float) -> Path:
+    """A campaign of fault-trainer trials that report 9 epochs ``epoch_s`` apart, under ASHA
+    (min 1 epoch, reduction factor 3); returns its path."""
+    campaign = write_campaign(tmp, max_trials=max_trials, mode="epochs",
+                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
+    base = json.loads((tmp / "base.json").read_text())
+    base["Fault"].update(epochs=9, epoch_s=epoch_s)
+    (tmp / "base.json").write_text(json.dumps(base))
+    return campaign
+
+
 def hpo_argv(campaign: Path, out: Path, ranks: int, *extra: str) -> list[str]:
     return [str(MPIEXEC), "-n", str(ranks), str(CLI), "hpo", str(campaign), "-o", str(out),
             "--no-progress", *extra]

@@ -20,6 +20,7 @@ from campaign_testkit import (
     results_rows,
     run_hpo,
     trial_processes_alive,
+    write_asha_campaign,
     write_campaign,
 )
 
@@ -149,11 +150,7 @@ def test_kill_9_while_trials_are_being_stopped_loses_nothing(tmp_path: Path) -> 
     """Early discarding across a crash: the journal's learning curves rebuild ASHA on --resume, the
     trials cut short are re-run and judged afresh, and at the end every stop is the one a fresh
     ASHA makes from the whole journal."""
-    campaign = write_campaign(tmp_path, max_trials=14, mode="epochs",
-                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
-    base = json.loads((tmp_path / "base.json").read_text())
-    base["Fault"].update(epochs=9, epoch_s=0.15)
-    (tmp_path / "base.json").write_text(json.dumps(base))
+    campaign = write_asha_campaign(tmp_path, max_trials=14, epoch_s=0.15)
     out = tmp_path / "out"
     job = subprocess.Popen(hpo_argv(campaign, out, 4), cwd=REPO, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

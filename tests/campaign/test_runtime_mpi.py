@@ -18,6 +18,7 @@ from campaign_testkit import (
     replay_asha,
     results_rows,
     run_hpo,
+    write_asha_campaign,
     write_campaign,
 )
 
@@ -358,11 +359,7 @@ def test_asha_stops_losing_trials_and_the_journal_replays_its_decisions(tmp_path
     the same stops; results.csv and report count them."""
     from hpo.state import CampaignState
 
-    campaign = write_campaign(tmp_path, max_trials=12, mode="epochs",
-                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
-    base = json.loads((tmp_path / "base.json").read_text())
-    base["Fault"].update(epochs=9, epoch_s=0.12)
-    (tmp_path / "base.json").write_text(json.dumps(base))
+    campaign = write_asha_campaign(tmp_path, max_trials=12, epoch_s=0.12)
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=4)
     assert proc.returncode == 0, proc.stderr

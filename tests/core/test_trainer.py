@@ -306,6 +306,15 @@ def _cli_worker(rank: int, argv: list[str]) -> None:
         raise SystemExit(code)
 
 
+def _run_two_ranks(argv: list[str]) -> None:
+    """Forked workers (no re-import of torch) each run the real CLI with their --rank; both exit 0."""
+    ctx = torch.multiprocessing.start_processes(_cli_worker, args=(argv,), nprocs=2, join=False,
+                                                start_method="fork")
+    while not ctx.join(timeout=180):
+        pass
+    assert [p.exitcode for p in ctx.processes] == [0, 0]
+
+
 def test_two_processes_equal_one(tmp_path, dataset):
     """2 gloo processes through the real CLI, same global batches: same losses and weights."""
     cfg = config_dict(num_epoch=3, lr_schedule="none")
@@ -314,12 +323,7 @@ def test_two_processes_equal_one(tmp_path, dataset):
     single = train_trial(config_from_dict(cfg), dataset, tmp_path / "one", device="cpu", progress=False)
     argv = ["train", str(cfg_path), "--data", str(dataset), "-o", str(tmp_path / "two"), "--device", "cpu",
             "--no-progress", "--world-size", "2", "--init-method", f"file://{tmp_path / 'rendezvous'}"]
-    # forked workers (no re-import of torch) each run the real CLI with their --rank
-    ctx = torch.multiprocessing.start_processes(_cli_worker, args=(argv,), nprocs=2, join=False,
-                                                start_method="fork")
-    while not ctx.join(timeout=180):
-        pass
-    assert [p.exitcode for p in ctx.processes] == [0, 0]
+    _run_two_ranks(argv)
     double = TrialResult.read(tmp_path / "two" / "result.json")
     assert double.slots == 2 and double.status == "completed"
     assert log_val_losses(tmp_path / "two") == pytest.approx(log_val_losses(tmp_path / "one"), rel=1e-4)
@@ -342,11 +346,7 @@ def test_a_campaign_stop_ends_a_data_parallel_trial_on_all_ranks_together(tmp_pa
     (run_dir / "stop").write_text("asha: rung 0 (epoch 1), not in the top 1/3")
     argv = ["train", str(cfg_path), "--data", str(dataset), "-o", str(run_dir), "--device", "cpu",
             "--no-progress", "--world-size", "2", "--init-method", f"file://{tmp_path / 'rendezvous'}"]
-    ctx = torch.multiprocessing.start_processes(_cli_worker, args=(argv,), nprocs=2, join=False,
-                                                start_method="fork")
-    while not ctx.join(timeout=180):
-        pass
-    assert [p.exitcode for p in ctx.processes] == [0, 0]
+    _run_two_ranks(argv)
     result = TrialResult.read(run_dir / "result.json")
     assert result.status == "stopped" and result.epochs == 1 and result.slots == 2
     assert result.failure_reason.startswith("asha: rung 0 (epoch 1)")

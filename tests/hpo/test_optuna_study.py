@@ -83,6 +83,25 @@ def synthetic_campaign(n: int, seed: int = 0) -> CampaignState:
     return CampaignState.replay(events)
 
 
+def write_journal(directory, state: CampaignState):
+    """``state``'s finished trials as a campaign journal in ``directory`` (the search space in its
+    campaign_started event); returns the open Journal for more events."""
+    from hpo.journal import Journal
+
+    journal = Journal(directory / "journal.jsonl")
+    journal.append({"event": "campaign_started", "time": 0.0, "campaign": {"search_space": SPACE},
+                    "resume": False, "ranks": 2, "slots": 1})
+    for record in sorted(state.trials.values(), key=lambda r: r.trial_id):
+        a = record.last_attempt
+        journal.append({"event": "trial_suggested", "time": a.start, "trial_id": record.trial_id,
+                        "params": record.params, "attempt": 0})
+        journal.append({"event": "trial_started", "time": a.start, "trial_id": record.trial_id, "attempt": 0,
+                        "slots": [0], "hosts": ["n0"], "size": 1})
+        journal.append({"event": "trial_finished", "time": a.end, "trial_id": record.trial_id, "attempt": 0,
+                        "result": a.result})
+    return journal
+
+
 def test_importance_finds_what_drives_the_objective_and_the_cost():
     found = {f.target: f for f in campaign_importances(synthetic_campaign(300), SearchSpace.from_dict(SPACE))}
     assert set(found) == {"objective", "slot_seconds"}
@@ -106,23 +125,9 @@ def test_too_few_trials_give_no_estimate():
 
 
 def test_report_shows_the_importances(tmp_path):
-    from hpo.journal import Journal
     from hpo.report import write_report
 
-    # the synthetic campaign's events, written as a journal (the search space travels in campaign_started)
-    state = synthetic_campaign(60, seed=2)
-    with Journal(tmp_path / "journal.jsonl") as journal:
-        journal.append({"event": "campaign_started", "time": 0.0, "campaign": {"search_space": SPACE},
-                        "resume": False, "ranks": 2, "slots": 1})
-        for record in sorted(state.trials.values(), key=lambda r: r.trial_id):
-            a = record.last_attempt
-            for event in ({"event": "trial_suggested", "time": a.start, "trial_id": record.trial_id,
-                           "params": record.params, "attempt": 0},
-                          {"event": "trial_started", "time": a.start, "trial_id": record.trial_id, "attempt": 0,
-                           "slots": [0], "hosts": ["n0"], "size": 1},
-                          {"event": "trial_finished", "time": a.end, "trial_id": record.trial_id, "attempt": 0,
-                           "result": a.result}):
-                journal.append(event)
+    write_journal(tmp_path, synthetic_campaign(60, seed=2)).close()
     files = write_report(tmp_path)
     assert "importance for objective (PED-ANOVA, 60 completed trials" in files.text
     assert "importance for slot_seconds" in files.text

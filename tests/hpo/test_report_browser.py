@@ -10,9 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_optuna_study import SPACE, synthetic_campaign
+from test_optuna_study import synthetic_campaign, write_journal
 
-from hpo.journal import Journal
 from hpo.report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -22,19 +21,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (a
 def _campaign_dir(root: Path) -> Path:
     """60 completed trials, one failed, one with a learning curve that was stopped."""
     state = synthetic_campaign(60, seed=3)
-    with Journal(root / "journal.jsonl") as journal:
-        journal.append({"event": "campaign_started", "time": 0.0, "campaign": {"search_space": SPACE},
-                        "resume": False, "ranks": 2, "slots": 1})
-        end = 0.0
-        for record in sorted(state.trials.values(), key=lambda r: r.trial_id):
-            a = record.last_attempt
-            journal.append({"event": "trial_suggested", "time": a.start, "trial_id": record.trial_id,
-                            "params": record.params, "attempt": 0})
-            journal.append({"event": "trial_started", "time": a.start, "trial_id": record.trial_id,
-                            "attempt": 0, "slots": [0], "hosts": ["n0"], "size": 1})
-            journal.append({"event": "trial_finished", "time": a.end, "trial_id": record.trial_id,
-                            "attempt": 0, "result": a.result})
-            end = a.end
+    end = max(r.last_attempt.end for r in state.trials.values())
+    with write_journal(root, state) as journal:
         params = state.trials[0].params
         for tid, status in ((60, "failed"), (61, "stopped")):
             journal.append({"event": "trial_suggested", "time": end, "trial_id": tid, "params": params, "attempt": 0})
