@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import Iterable, Sequence
 
 Value = float | Sequence[float]  # one objective, or several (multi-objective stoppers)
 
@@ -35,6 +35,21 @@ class Stopper(ABC):
     def expected_fraction(self, max_epochs: int) -> float:
         """Expected share of ``max_epochs`` a trial trains (1.0 unless the stopper says less)."""
         return 1.0
+
+    def replay(self, history: Iterable[tuple[int, int, Value]]) -> dict[int, int]:
+        """Feed journaled reports ``(trial_id, epoch, value)`` as the live campaign did: a trial's
+        reports after a True (epochs it finished before the stop reached it) are not seen again
+        until it is re-run (an epoch not after its last one). Returns the trials whose last attempt
+        was told to stop, with the epoch of that decision."""
+        decided: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for trial_id, epoch, value in history:
+            if epoch <= last.get(trial_id, 0):
+                decided.pop(trial_id, None)
+            last[trial_id] = epoch
+            if trial_id not in decided and self.report(trial_id, epoch, value):
+                decided[trial_id] = epoch
+        return decided
 
 
 class Rungs:

@@ -132,8 +132,7 @@ class CampaignLoop:
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
         self.stopper = stopper
         if stopper is not None:
-            for trial_id, epoch, value in progress_history:
-                stopper.report(trial_id, epoch, math.nan if value is None else value)
+            stopper.replay((t, epoch, math.nan if value is None else value) for t, epoch, value in progress_history)
 
     @property
     def stopped_by_failures(self) -> bool:

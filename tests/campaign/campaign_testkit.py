@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -121,11 +122,5 @@ def replay_asha(progress, min_epochs: int = 1, reduction_factor: int = 3) -> dic
     each decision (a re-run, whose epochs start again at 1, is judged afresh)."""
     from hpo.stoppers import AshaStopper
 
-    asha, decided, last = AshaStopper(min_epochs, reduction_factor), {}, {}
-    for trial_id, epoch, value in progress:
-        if epoch <= last.get(trial_id, 0):
-            decided.pop(trial_id, None)
-        last[trial_id] = epoch
-        if trial_id not in decided and asha.report(trial_id, epoch, value):
-            decided[trial_id] = epoch
-    return decided
+    return AshaStopper(min_epochs, reduction_factor).replay(
+        (t, e, math.nan if v is None else v) for t, e, v in progress)
