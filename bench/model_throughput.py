@@ -128,7 +128,8 @@ def _reference_layers(model: object, mpnn_type: str, hidden: int, histogram: tup
             else:
                 self.conv = InteractionBlock(hidden, config.num_gaussians, hidden, config.radius)
 
-        def forward(self, h, edge_index, geom, vec=None):  # type: ignore[no-untyped-def]
+        def forward(self, h, edges, geom, vec=None):  # type: ignore[no-untyped-def]
+            edge_index = edges.index
             if mpnn_type == "GIN":
                 return self.conv(h, edge_index), None
             if mpnn_type == "PNA":

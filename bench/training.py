@@ -86,12 +86,14 @@ def worker(args: argparse.Namespace) -> None:
     from hydragnn_ensemble.train.data import open_source
     from hydragnn_ensemble.config import config_from_dict
     from hydragnn_ensemble.model import build_model
+    from hydragnn_ensemble.train.allocator import keep_freed_memory
     from hydragnn_ensemble.train.budget import TimeBudget
     from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
     from hydragnn_ensemble.train.log import TrialLog
     from hydragnn_ensemble.train.trainer import Trainer, peak_memory_mb, prepare_trial_data, resolve_device
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # as the train command does
     cfg = config_from_dict(bench_config(args.type, args.hidden_dim, args.batch_size))
     device = resolve_device(args.device, DistributedContext())
     source = open_source(args.data)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from graph_builders.schema import edge_vectors
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.embedding import NodeEmbedding
 from hydragnn_ensemble.model.geometry import EdgeGeometry, GeometryEncoder
 from hydragnn_ensemble.model.heads import GraphHeads, NodeHeads, split_mean_variance
@@ -199,10 +200,11 @@ class HydraModel(nn.Module):
             geom = EdgeGeometry(edge_attr=edge_attr)
 
         h = self.embedding(getattr(data, "x", None), getattr(data, "z", None))
+        edges = Edges(edge_index, num_nodes)
         vec = None
         outputs: list[Tensor] = []
         for layer, norm, act in zip(self.layers, self.norms, self.activations):
-            out, vec = layer(h, edge_index, geom, vec)
+            out, vec = layer(h, edges, geom, vec)
             outputs.append(out)
             h = out if layer.self_contained else h + act(norm(out))
         return _Trunk(h, batch, num_graphs, strained, outputs)

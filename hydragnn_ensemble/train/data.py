@@ -18,6 +18,7 @@ from torch.utils.data import Dataset, Sampler
 from torch_geometric.data import Data
 
 from graph_builders.schema import HeadRegistry
+from hydragnn_ensemble.model.edges import sort_edges_by_target
 from hydragnn_ensemble.train.normalisation import HeadStats, Normaliser, NormaliserFit, RunningMoments
 
 SPLITS: tuple[str, ...] = ("trainset", "valset", "testset")
@@ -106,7 +107,8 @@ class FieldSelection:
     geometry: bool
 
     def slim(self, d: Data) -> Data:
-        """A new ``Data`` with only the selected fields (x columns selected)."""
+        """A new ``Data`` with only the selected fields (x columns selected), edges in the order of
+        their target node."""
         out = Data()
         x = d.x
         if self.x_columns is not None:
@@ -126,7 +128,7 @@ class FieldSelection:
                     out[key] = value
         for key in self.target_keys:
             out[key] = d[key]
-        return out
+        return sort_edges_by_target(out)  # the model's sparse operators then need no sort per batch
 
 
 class SlimDataset(Dataset):

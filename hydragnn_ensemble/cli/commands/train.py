@@ -38,8 +38,10 @@ def run(args: argparse.Namespace) -> int:
 
     from hydragnn_ensemble.cli import UserError
     from hydragnn_ensemble.train import DistributedContext, train_trial
+    from hydragnn_ensemble.train.allocator import keep_freed_memory
 
     torch.set_num_threads(1)
+    keep_freed_memory()
     if args.init_method and (args.master_addr or args.master_port):
         raise UserError("give either --init-method or --master-addr/--master-port, not both")
     if bool(args.master_addr) != bool(args.master_port):

@@ -1,11 +1,13 @@
 """The small template every message-passing layer family fills.
 
 A layer is a :class:`ConvLayer`: it is built from a :class:`LayerConfig` and maps
-``(h, edge_index, geom, vec) -> (h_new, vec_new)`` where
+``(h, edges, geom, vec) -> (h_new, vec_new)`` where
 
 * ``h`` [N, hidden] are scalar (rotation-invariant) node features;
-* ``edge_index`` [2, E] has row 0 = neighbour ``j`` (source) and row 1 = centre ``i`` (target), so
-  messages flow ``j -> i`` and are summed at ``i``;
+* ``edges`` is the batch's :class:`~hydragnn_ensemble.model.edges.Edges`: ``edge_index`` [2, E]
+  with row 0 = neighbour ``j`` (source) and row 1 = centre ``i`` (target), so messages flow
+  ``j -> i`` and are summed at ``i``, and the gathers and sums over it (sparse operators built once
+  per forward pass and shared by the layers);
 * ``geom`` is the shared :class:`~hydragnn_ensemble.model.geometry.EdgeGeometry` (vectors, distances,
   radial basis, cutoff weights, builder edge features), computed once per forward pass;
 * ``vec`` is the layer family's vector (equivariant) node state, ``None`` before the first layer and
@@ -19,8 +21,8 @@ Class attributes tell the model what a family needs:
 * ``self_contained``: the layer returns the finished node state (its own residual update). Otherwise
   the model applies ``h <- h + act(norm(h_new))`` after the layer.
 
-Gathering and aggregation use :func:`gather` (``index_select``) and :func:`scatter_sum`
-(``index_add_``), both plain torch and deterministic on CPU.
+Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
+``sum_at_target``, ``neighbour_sum``, ``in_degree``), plain torch and deterministic on CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
 
 _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
@@ -93,23 +96,6 @@ class LayerConfig:
         return self.layer_index == self.num_layers - 1
 
 
-def gather(x: Tensor, index: Tensor) -> Tensor:
-    """Rows ``x[index]`` (per-edge copies of node features)."""
-    return x.index_select(0, index)
-
-
-def scatter_sum(src: Tensor, index: Tensor, num_nodes: int) -> Tensor:
-    """Sum the per-edge rows ``src`` into ``num_nodes`` rows by ``index``."""
-    out = src.new_zeros((num_nodes,) + tuple(src.shape[1:]))
-    return out.index_add_(0, index, src)
-
-
-def in_degree(index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
-    """Number of incoming edges per node, as ``dtype`` [N]."""
-    ones = torch.ones(index.shape[0], dtype=dtype, device=index.device)
-    return scatter_sum(ones, index, num_nodes)
-
-
 class ConvLayer(nn.Module, ABC):
     """One message-passing layer; subclasses implement :meth:`forward`."""
 
@@ -123,6 +109,6 @@ class ConvLayer(nn.Module, ABC):
 
     @abstractmethod
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """Return the new scalar node features [N, hidden] and the new vector state (or None)."""

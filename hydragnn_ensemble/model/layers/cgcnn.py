@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, gather, scatter_sum
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig
 
 
 class CGCNNLayer(ConvLayer):
@@ -32,13 +33,12 @@ class CGCNNLayer(ConvLayer):
         self.uses_edge_attr = config.edge_dim > 0
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
         edge_features = geom.require("rbf")
         if self.uses_edge_attr:
             edge_features = torch.cat([edge_features, geom.require("edge_attr")], dim=-1)
-        z = gather(self.lin_i(h), i) + gather(self.lin_j(h), j) + self.lin_e(edge_features)
+        z = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h)) + self.lin_e(edge_features)
         gate, core = torch.split(z, self.dim, dim=-1)
         messages = torch.sigmoid(gate) * F.softplus(core) * geom.require("cutoff").unsqueeze(-1)
-        return scatter_sum(messages, i, h.shape[0]), None
+        return edges.sum_at_target(messages), None

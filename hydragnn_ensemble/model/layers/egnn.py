@@ -13,15 +13,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import (
-    ConvLayer,
-    LayerConfig,
-    gather,
-    in_degree,
-    make_activation,
-    scatter_sum,
-)
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, make_activation
 
 
 class EGNNLayer(ConvLayer):
@@ -49,22 +43,20 @@ class EGNNLayer(ConvLayer):
         )
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
-        n = h.shape[0]
         rij = geom.require("vector")
         if vec is not None:
-            rij = rij + gather(vec, j) - gather(vec, i)
+            rij = rij + edges.gather_source(vec) - edges.gather_target(vec)
         d2 = (rij * rij).sum(dim=-1, keepdim=True) * self.inv_r2
-        pre = gather(self.lin_i(h), i) + gather(self.lin_j(h), j) + self.lin_d(d2)
+        pre = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h)) + self.lin_d(d2)
         if self.lin_e is not None:
             pre = pre + self.lin_e(geom.require("edge_attr"))
         m = self.edge_out(self.edge_act(pre)) * geom.require("cutoff").unsqueeze(-1)
-        h_new = self.node_mlp(torch.cat([h, scatter_sum(m, i, n)], dim=-1))
+        h_new = self.node_mlp(torch.cat([h, edges.sum_at_target(m)], dim=-1))
         if not self.update_coords:
             return h_new, vec
-        shift = scatter_sum(rij * self.coord_mlp(m), i, n)
-        shift = shift / in_degree(i, n, h.dtype).clamp_min(1.0).unsqueeze(-1)
+        shift = edges.sum_at_target(rij * self.coord_mlp(m))
+        shift = shift / edges.in_degree(h.dtype).clamp_min(1.0).unsqueeze(-1)
         return h_new, shift if vec is None else vec + shift
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
 from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig
 
@@ -34,7 +35,7 @@ class GATLayer(ConvLayer):
         )
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
         edge_attr = geom.require("edge_attr") if self.uses_edge_attr else None
-        return self.conv(h, edge_index, edge_attr=edge_attr), None
+        return self.conv(h, edges.index, edge_attr=edge_attr), None

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, gather, make_activation, scatter_sum
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, make_activation
 
 
 class GINLayer(ConvLayer):
@@ -19,8 +20,6 @@ class GINLayer(ConvLayer):
         self.mlp = nn.Sequential(nn.Linear(dim, dim), make_activation(config.activation), nn.Linear(dim, dim))
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
-        agg = scatter_sum(gather(h, j), i, h.shape[0])
-        return self.mlp((1.0 + self.eps) * h + agg), None
+        return self.mlp((1.0 + self.eps) * h + edges.neighbour_sum(h)), None

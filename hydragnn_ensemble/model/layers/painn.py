@@ -20,8 +20,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, gather, scatter_sum
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig
 
 
 class PaiNNLayer(ConvLayer):
@@ -41,19 +42,18 @@ class PaiNNLayer(ConvLayer):
         self.update_mlp = nn.Sequential(nn.Linear(2 * dim, dim), nn.SiLU(), nn.Linear(dim, 3 * dim))
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
-        n, dim = h.shape[0], self.dim
+        dim = self.dim
         # message block
         weight = self.filter(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
-        x = gather(self.message_mlp(h), j) * weight
+        x = edges.gather_source(self.message_mlp(h)) * weight
         a, b, c = torch.split(x, dim, dim=-1)
-        s = h + scatter_sum(a, i, n)
+        s = h + edges.sum_at_target(a)
         dv = geom.require("unit").unsqueeze(-1) * c.unsqueeze(1)  # [E, 3, F]
         if vec is not None:
-            dv = dv + gather(vec, j) * b.unsqueeze(1)
-        v = scatter_sum(dv, i, n) if vec is None else vec + scatter_sum(dv, i, n)
+            dv = dv + edges.gather_source(vec) * b.unsqueeze(1)
+        v = edges.sum_at_target(dv) if vec is None else vec + edges.sum_at_target(dv)
         # update block
         uv = self.uv(v)
         u_v, v_v = torch.split(uv, dim, dim=-1)

@@ -20,8 +20,9 @@ from typing import Iterable
 import torch
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, gather, in_degree, scatter_sum
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig
 
 DEFAULT_PNA_DEGREE_HISTOGRAM: tuple[int, ...] = (0,) * 40 + (1,)
 NUM_AGGREGATORS = 4
@@ -74,17 +75,16 @@ class PNALayer(ConvLayer):
         self.lin = nn.Linear(dim, dim)
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
-        n = h.shape[0]
-        m = gather(self.lin_i(h), i) + gather(self.lin_j(h), j)
+        i, n = edges.target, edges.num_nodes
+        m = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h))
         if self.lin_e is not None:
             m = m + self.lin_e(geom.require("edge_attr"))
-        deg = in_degree(i, n, h.dtype)
+        deg = edges.in_degree(h.dtype)
         inv_deg = 1.0 / deg.clamp_min(1.0).unsqueeze(-1)
-        mean = scatter_sum(m, i, n) * inv_deg
-        mean_sq = scatter_sum(m * m, i, n) * inv_deg
+        mean = edges.sum_at_target(m) * inv_deg
+        mean_sq = edges.sum_at_target(m * m) * inv_deg
         std = (torch.relu(mean_sq - mean * mean) + 1e-5).sqrt()
         aggs = torch.cat(
             [mean, _scatter_extreme(m, i, n, "amin"), _scatter_extreme(m, i, n, "amax"), std], dim=-1

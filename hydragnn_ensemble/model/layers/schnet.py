@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, ShiftedSoftplus, gather, scatter_sum
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, ShiftedSoftplus
 
 
 class SchNetLayer(ConvLayer):
@@ -28,9 +29,8 @@ class SchNetLayer(ConvLayer):
         self.lin_out = nn.Sequential(nn.Linear(dim, dim), ShiftedSoftplus(), nn.Linear(dim, dim))
 
     def forward(
-        self, h: Tensor, edge_index: Tensor, geom: EdgeGeometry, vec: Tensor | None = None
+        self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        j, i = edge_index
         weight = self.filter_net(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
-        messages = gather(self.lin_in(h), j) * weight
-        return self.lin_out(scatter_sum(messages, i, h.shape[0])), None
+        messages = edges.gather_source(self.lin_in(h)) * weight
+        return self.lin_out(edges.sum_at_target(messages)), None

@@ -1,0 +1,202 @@
+"""The edges of a batch as message passing uses them, with the sparse operators built once per
+forward pass and shared by every layer.
+
+Message passing does three things with edges: copy node rows onto edges (``x[j]``, ``x[i]``), sum
+edge rows into their target nodes, and sum neighbours' node rows (``sum_j x_j``). Done with
+``index_select`` / ``index_add_`` each costs a pass over an ``[E, F]`` temporary, and the backward
+of ``index_select`` is a scattered ``index_add_`` (the slowest of them on CPU). :class:`Edges`
+replaces the sums by products with compressed sparse row (CSR) matrices:
+
+* ``sum_at_target(m)  = T @ m`` with ``T`` [N, E] (row ``i``: the edges into ``i``); its backward is
+  ``grad[i]``, and the backward of ``gather_target`` is ``T @ grad``;
+* ``neighbour_sum(x) = A @ x`` with ``A`` [N, N] (row ``i``: the sources of the edges into ``i``, a
+  repeated source counted as often as it appears), no ``[E, F]`` temporary at all; its backward
+  ``A^T @ grad`` uses ``A^T`` built on first use.
+
+Building ``T`` needs the edges grouped by target: free when ``edge_index[1]`` is already sorted
+(the trainer sorts each graph once, :func:`sort_edges_by_target`), one ``argsort`` otherwise.
+Results do not depend on the edge order. The CSR path is used for float32 tensors (CPU and CUDA);
+other dtypes (float64 in gradient checks, bf16/fp16 under autocast) take ``index_select`` /
+``index_add_``. Both are differentiable twice (forces by autograd are trained with
+``create_graph=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Callable
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+
+def _csr(rows: Tensor, cols: Tensor, num_rows: int, num_cols: int) -> Tensor:
+    """CSR matrix of ones with one entry per element of ``rows`` (sorted) at ``cols``."""
+    crow = torch.zeros(num_rows + 1, dtype=torch.long, device=rows.device)
+    torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=crow[1:])
+    ones = torch.ones(rows.shape[0], dtype=torch.float32, device=rows.device)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta", once per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, cols, ones, (num_rows, num_cols), check_invariants=False)
+
+
+def _grouped(index: Tensor) -> tuple[Tensor, Tensor]:
+    """``index`` sorted and the edge ids in that order (``arange`` when it was sorted already)."""
+    if index.numel() < 2 or bool((index[1:] >= index[:-1]).all()):
+        return index, torch.arange(index.shape[0], device=index.device)
+    order = torch.argsort(index, stable=True)
+    return index[order], order
+
+
+def _rows(x: Tensor) -> Tensor:
+    """``x`` as a matrix [rows, features] (also when it has no rows)."""
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))
+
+
+def _fast(x: Tensor) -> bool:
+    return x.dtype == torch.float32 and x.layout == torch.strided and x.device.type in ("cpu", "cuda")
+
+
+class _SumRows(torch.autograd.Function):
+    """``matrix @ x`` (sparse [R, C] times dense [C, F]); its gradient is ``matrix^T @ grad``,
+    given as ``index_select`` (``transpose`` an index [C] into R rows) or as the CSR ``transpose``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, matrix: Tensor, transpose: "Transpose") -> Tensor:  # type: ignore[override]
+        ctx.matrix, ctx.transpose = matrix, transpose
+        return matrix @ x
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        return ctx.transpose.apply(grad.contiguous(), ctx.matrix), None, None
+
+
+class Transpose:
+    """How to multiply by a sparse matrix's transpose: an index (each column has one entry, in
+    row ``index[c]``) or a CSR matrix of its own (built on first use)."""
+
+    def __init__(self, index: Tensor | None = None, build: Callable[[], Tensor] | None = None) -> None:
+        self.index, self._build, self._matrix = index, build, None
+
+    def apply(self, grad: Tensor, matrix: Tensor) -> Tensor:
+        if self.index is not None:
+            return _GatherRows.apply(grad, self.index, matrix)
+        if self._matrix is None:
+            assert self._build is not None
+            self._matrix = self._build()
+        return _SumRows.apply(grad, self._matrix, Transpose(build=lambda: matrix))
+
+
+class _GatherRows(torch.autograd.Function):
+    """``x[index]``; its gradient is ``matrix @ grad`` with ``matrix`` the CSR [N, E] summing each
+    edge into row ``index[e]``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, index: Tensor, matrix: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.index, ctx.matrix = index, matrix
+        return x.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        return _SumRows.apply(grad.contiguous(), ctx.matrix, Transpose(index=ctx.index)), None, None
+
+
+class Edges:
+    """``edge_index`` [2, E] (row 0 source ``j``, row 1 target ``i``) of a graph or batch of
+    ``num_nodes`` nodes, and the gathers and sums of message passing over it (module docstring)."""
+
+    def __init__(self, edge_index: Tensor, num_nodes: int) -> None:
+        self.index = edge_index
+        self.source, self.target = edge_index[0], edge_index[1]
+        self.num_nodes = num_nodes
+        self._by_target: tuple[Tensor, Tensor] | None = None  # targets sorted, edge ids in that order
+        self._to_target: Tensor | None = None
+        self._adjacency: Tensor | None = None
+        self._adjacency_t: Tensor | None = None
+        self._degree: Tensor | None = None
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.index.shape[1])
+
+    def gather_source(self, x: Tensor) -> Tensor:
+        """``x[j]`` per edge [E, ...]."""
+        return x.index_select(0, self.source)
+
+    def gather_target(self, x: Tensor) -> Tensor:
+        """``x[i]`` per edge [E, ...]."""
+        if not _fast(x):
+            return x.index_select(0, self.target)
+        flat = _rows(x)
+        return _GatherRows.apply(flat, self.target, self.to_target()).view((self.num_edges,) + x.shape[1:])
+
+    def sum_at_target(self, messages: Tensor) -> Tensor:
+        """Per-edge rows [E, ...] summed into their targets [N, ...]."""
+        if not _fast(messages):
+            out = messages.new_zeros((self.num_nodes,) + tuple(messages.shape[1:]))
+            return out.index_add_(0, self.target, messages)
+        flat = _rows(messages)
+        out = _SumRows.apply(flat, self.to_target(), Transpose(index=self.target))
+        return out.view((self.num_nodes,) + messages.shape[1:])
+
+    def neighbour_sum(self, x: Tensor) -> Tensor:
+        """``sum_j x_j`` over the edges into each node [N, ...] (a source repeated through periodic
+        images counts once per edge), without per-edge temporaries."""
+        if not _fast(x):
+            return self.sum_at_target(self.gather_source(x))
+        flat = _rows(x)
+        out = _SumRows.apply(flat, self.adjacency(), Transpose(build=self.adjacency_transpose))
+        return out.view(x.shape)
+
+    def in_degree(self, dtype: torch.dtype) -> Tensor:
+        """Number of edges into each node [N]."""
+        if self._degree is None:
+            self._degree = torch.bincount(self.target, minlength=self.num_nodes)
+        return self._degree.to(dtype)
+
+    # -- the sparse operators, built on first use ----------------------------------------------------
+    def to_target(self) -> Tensor:
+        """CSR [N, E]: row ``i`` holds the edges into ``i``."""
+        if self._to_target is None:
+            rows, order = self._grouped_by_target()
+            self._to_target = _csr(rows, order, self.num_nodes, self.num_edges)
+        return self._to_target
+
+    def _grouped_by_target(self) -> tuple[Tensor, Tensor]:
+        if self._by_target is None:
+            self._by_target = _grouped(self.target)
+        return self._by_target
+
+    def adjacency(self) -> Tensor:
+        """CSR [N, N]: row ``i`` holds the source of each edge into ``i``."""
+        if self._adjacency is None:
+            rows, order = self._grouped_by_target()
+            self._adjacency = _csr(rows, self.source.index_select(0, order), self.num_nodes, self.num_nodes)
+        return self._adjacency
+
+    def adjacency_transpose(self) -> Tensor:
+        """CSR [N, N]: row ``j`` holds the target of each edge out of ``j``."""
+        if self._adjacency_t is None:
+            rows, order = _grouped(self.source)
+            self._adjacency_t = _csr(rows, self.target.index_select(0, order), self.num_nodes, self.num_nodes)
+        return self._adjacency_t
+
+
+def sort_edges_by_target(data: Data) -> Data:
+    """``data`` with its edges (``edge_index`` and every per-edge field) in the order of their
+    target node (stable), so that :class:`Edges` builds its operators without sorting; in place."""
+    edge_index = data.edge_index
+    num_edges = int(edge_index.shape[1])
+    target = edge_index[1]
+    if num_edges < 2 or bool((target[1:] >= target[:-1]).all()):
+        return data
+    order = torch.argsort(target, stable=True)
+    for key in list(data.keys()):
+        value = data[key]
+        if key == "edge_index":
+            data[key] = value[:, order]
+        elif key.startswith("edge_") and isinstance(value, Tensor) and value.shape[:1] == (num_edges,):
+            data[key] = value[order]
+    return data

@@ -1,0 +1,134 @@
+"""Edges: the sparse gathers and sums of message passing against plain index operations (values,
+first and second derivatives), edge sorting, and training numerics against the index path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch
+
+from hydragnn_ensemble.model.edges import Edges, sort_edges_by_target
+from tests.core.test_model import make_model, random_alloy, to_double
+
+OPS = ["gather_source", "gather_target", "sum_at_target", "neighbour_sum"]
+
+
+def random_edges(num_nodes: int = 23, num_edges: int = 180, seed: int = 0) -> torch.Tensor:
+    """Unsorted edges with repeated (source, target) pairs, self-loops and an isolated node."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes - 1, (2, num_edges), generator=gen)
+    return torch.cat([edge_index, edge_index[:, :20]], dim=1)  # repeats, as periodic images make
+
+
+def reference(op: str, x: torch.Tensor, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """The same operation by index_select / index_add_ (what the layers did before Edges)."""
+    j, i = edge_index
+    if op == "gather_source":
+        return x.index_select(0, j)
+    if op == "gather_target":
+        return x.index_select(0, i)
+    messages = x if op == "sum_at_target" else x.index_select(0, j)
+    return x.new_zeros((num_nodes,) + tuple(x.shape[1:])).index_add_(0, i, messages)
+
+
+def first_and_second_grad(fn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Value, gradient of a fixed nonlinear loss and gradient of the squared gradient norm."""
+    x = x.detach().clone().requires_grad_(True)
+    out = fn(x)
+    weights = torch.linspace(-1.0, 1.0, out.numel(), dtype=x.dtype).view(out.shape)
+    loss = (weights * out * out).sum()
+    (grad,) = torch.autograd.grad(loss, x, create_graph=True)
+    (second,) = torch.autograd.grad((grad * grad).sum(), x)
+    return out.detach(), grad.detach(), second
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", [(8,), (3, 5)])
+def test_sparse_operations_match_index_operations_to_second_order(op: str, shape: tuple[int, ...]) -> None:
+    num_nodes, edge_index = 23, random_edges()
+    rows = edge_index.shape[1] if op == "sum_at_target" else num_nodes
+    x = torch.randn((rows,) + shape, generator=torch.Generator().manual_seed(1))
+    fast = first_and_second_grad(lambda v: getattr(Edges(edge_index, num_nodes), op)(v), x)
+    exact = first_and_second_grad(lambda v: reference(op, v, edge_index, num_nodes), x.double())
+    for got, want in zip(fast, exact):
+        assert got.dtype == torch.float32
+        scale = float(want.abs().max())  # float32 rounding of sums that cancel
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6 * scale)
+    assert float(fast[1].abs().sum()) > 0 and float(fast[2].abs().sum()) > 0
+
+
+def test_float64_takes_the_index_path_and_passes_gradcheck() -> None:
+    num_nodes, edge_index = 9, random_edges(9, 40, seed=3)
+    edges = Edges(edge_index, num_nodes)
+    x = torch.randn(num_nodes, 4, dtype=torch.float64, requires_grad=True)
+    for op in ("gather_target", "neighbour_sum"):
+        assert torch.autograd.gradcheck(getattr(edges, op), (x,))
+        assert torch.autograd.gradgradcheck(getattr(edges, op), (x,))
+    assert edges._to_target is None and edges._adjacency is None  # no sparse operator was built
+
+
+def test_degree_counts_every_incoming_edge() -> None:
+    edge_index = random_edges()
+    degree = Edges(edge_index, 23).in_degree(torch.float32)
+    assert degree.tolist() == torch.bincount(edge_index[1], minlength=23).float().tolist()
+    assert degree[22] == 0  # the isolated node
+
+
+def test_sorting_moves_every_per_edge_field_with_its_edge() -> None:
+    graph = random_alloy(4)
+    perm = torch.randperm(graph.edge_index.shape[1], generator=torch.Generator().manual_seed(0))
+    shuffled = graph.clone()
+    for key in ("edge_index", "edge_attr", "edge_shift"):
+        shuffled[key] = graph[key][:, perm] if key == "edge_index" else graph[key][perm]
+    target = shuffled.edge_index[1]
+    assert not bool((target[1:] >= target[:-1]).all())
+    restored = sort_edges_by_target(shuffled.clone())
+    target = restored.edge_index[1]
+    assert bool((target[1:] >= target[:-1]).all())
+
+    def rows(g):  # each edge as one row of all its fields, in a canonical order
+        table = torch.cat([g.edge_index.t().double(), g.edge_attr.double(), g.edge_shift.double()], dim=1)
+        return table[torch.from_numpy(np.lexsort(table.t().flip(0).numpy()))]
+
+    torch.testing.assert_close(rows(restored), rows(graph))
+    for key in ("pos", "x", "z", "cell"):  # node and graph fields untouched
+        assert torch.equal(restored[key], graph[key])
+    model = make_model("SchNet")
+    torch.testing.assert_close(model(restored)["energy"], model(shuffled)["energy"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mpnn_type", ["GIN", "PNA", "CGCNN", "SchNet", "EGNN", "PaiNN"])
+def test_training_loss_curve_matches_the_index_path(mpnn_type: str) -> None:
+    """Numerics unchanged: eight Adam steps in float32 (sparse operators) follow the same loss
+    curve as in float64, where every gather and sum is index_select / index_add_ (the path the
+    layers took before Edges)."""
+    graphs = [random_alloy(s) for s in range(4)]
+    target = torch.tensor([[0.3], [-0.1], [0.7], [0.2]])
+    curves = []
+    for dtype in (torch.float32, torch.float64):
+        model = make_model(mpnn_type, seed=3).to(dtype).train()
+        batch = Batch.from_data_list([g if dtype == torch.float32 else to_double(g) for g in graphs])
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        losses = []
+        for _ in range(8):
+            loss = torch.nn.functional.mse_loss(model(batch)["energy"], target.to(dtype))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        curves.append(losses)
+    fast, exact = curves
+    assert fast[-1] < fast[0]  # it trains
+    assert fast == pytest.approx(exact, rel=2e-4, abs=1e-6)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_graph_without_edges_sums_to_zero(op: str) -> None:
+    edges = Edges(torch.zeros(2, 0, dtype=torch.long), 3)
+    x = torch.randn(0 if op == "sum_at_target" else 3, 4, requires_grad=True)
+    out = getattr(edges, op)(x)
+    assert tuple(out.shape) == ((0, 4) if op.startswith("gather") else (3, 4))
+    assert float(out.abs().sum()) == 0.0
+    out.sum().backward()
+    assert tuple(x.grad.shape) == tuple(x.shape)
