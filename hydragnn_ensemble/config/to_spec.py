@@ -155,4 +155,5 @@ def config_to_model_spec(
         stress_head=stress,
         predict_variance=config.training.loss_function_type == "GaussianNLLLoss",
         pna_degree_histogram=tuple(int(v) for v in hist) if (hist and arch.mpnn_type in PNA_MPNN_TYPES) else None,
+        equivariance=bool(arch.equivariance),
     )

@@ -103,6 +103,29 @@ class _GatherRows(torch.autograd.Function):
         return _SumRows.apply(grad.contiguous(), ctx.matrix, Transpose(index=ctx.index)), None, None
 
 
+class _Extreme(torch.autograd.Function):
+    """Per-target max/min of edge rows; backward: ``grad[i] * (m == out[i]) / ties`` (first order:
+    the layers using it are not trained through forces)."""
+
+    @staticmethod
+    def forward(ctx, messages: Tensor, edges: "Edges", reduce: str) -> Tensor:  # type: ignore[override]
+        index = edges.target.unsqueeze(-1).expand_as(messages)
+        out = messages.new_zeros((edges.num_nodes,) + tuple(messages.shape[1:]))
+        out = out.scatter_reduce(0, index, messages, "a" + reduce, include_self=False)
+        ctx.edges = edges
+        ctx.save_for_backward(messages, out)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        messages, out = ctx.saved_tensors
+        edges = ctx.edges
+        hit = (messages == edges.gather_target(out)).to(messages.dtype)
+        share = grad / edges.sum_at_target(hit).clamp_min(1.0)
+        return hit.mul_(edges.gather_target(share)), None, None
+
+
 class Edges:
     """``edge_index`` [2, E] (row 0 source ``j``, row 1 target ``i``) of a graph or batch of
     ``num_nodes`` nodes, and the gathers and sums of message passing over it (module docstring)."""
@@ -149,6 +172,14 @@ class Edges:
         flat = _rows(x)
         out = _SumRows.apply(flat, self.adjacency(), Transpose(build=self.adjacency_transpose))
         return out.view(x.shape)
+
+    def extreme_at_target(self, messages: Tensor, reduce: str) -> Tensor:
+        """Per-feature ``"max"`` or ``"min"`` of the edge rows [E, F] into each target [N, F] (0 where
+        a node has no edges). The gradient goes to the edges that attain it, shared equally among ties
+        (as ``scatter_reduce``'s), computed with one comparison and one sparse sum."""
+        if reduce not in ("max", "min"):
+            raise ValueError(f"reduce must be 'max' or 'min', got {reduce!r}")
+        return _Extreme.apply(messages, self, reduce)
 
     def in_degree(self, dtype: torch.dtype) -> Tensor:
         """Number of edges into each node [N]."""

@@ -95,6 +95,7 @@ class HydraModel(nn.Module):
                 layer_index=k,
                 num_layers=spec.num_conv_layers,
                 pna_degree_histogram=spec.pna_degree_histogram,
+                equivariance=spec.equivariance,
             )
             self.layers.append(cls(config))
             own = cls.self_contained

@@ -54,3 +54,6 @@ class ModelSpec:
     stress_head: str | None = None
     predict_variance: bool = False
     pna_degree_histogram: tuple[int, ...] | None = None
+    #: EGNN moves its coordinates between layers (HydraGNN's ``equivariance``; the configuration's
+    #: default is HydraGNN's False, this default keeps specs saved before the option rebuilding as trained)
+    equivariance: bool = True

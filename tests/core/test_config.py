@@ -286,6 +286,28 @@ def test_dotted_keys():
     assert data["Dataset"] == {"name": "alloy"}
 
 
+def test_egnn_moves_coordinates_only_with_equivariance_as_in_hydragnn():
+    """HydraGNN's EGNN updates coordinates only with ``equivariance: true`` (its default is false),
+    and then has a coordinate network in every layer but the last."""
+    from hydragnn_ensemble.model import build_model
+
+    data = copy.deepcopy(HYDRAGNN_CONFIG)
+    data["NeuralNetwork"]["Architecture"].pop("equivariance", None)
+    counts = {}
+    for flag in (None, False, True):
+        if flag is not None:
+            data["NeuralNetwork"]["Architecture"]["equivariance"] = flag
+        spec = config_to_model_spec(config_from_dict(data), HEADS, node_feature_dim=1, edge_dim=1)
+        assert spec.equivariance is bool(flag)
+        model = build_model(spec)
+        counts[flag] = model.num_parameters()
+        coord_nets = [layer.coord_mlp is not None for layer in model.layers]
+        assert coord_nets == ([True] * (len(coord_nets) - 1) + [False] if flag else [False] * len(coord_nets))
+    hidden = spec.hidden_dim
+    assert counts[True] - counts[False] == (spec.num_conv_layers - 1) * (hidden * hidden + hidden + hidden)
+    assert counts[None] == counts[False]
+
+
 def test_config_to_model_spec():
     data = copy.deepcopy(HYDRAGNN_CONFIG)
     data["NeuralNetwork"]["Architecture"]["mpnn_type"] = "PNA"

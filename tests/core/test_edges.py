@@ -132,3 +132,23 @@ def test_a_graph_without_edges_sums_to_zero(op: str) -> None:
     assert float(out.abs().sum()) == 0.0
     out.sum().backward()
     assert tuple(x.grad.shape) == tuple(x.shape)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extremes_and_their_gradient_match_scatter_reduce_with_ties(reduce: str, dtype: torch.dtype) -> None:
+    num_nodes, edge_index = 23, random_edges()
+    gen = torch.Generator().manual_seed(2)
+    messages = torch.randn(edge_index.shape[1], 6, generator=gen, dtype=dtype)
+    messages[-20:] = messages[:20]  # the repeated edges carry the same message: tied extremes
+    grad = torch.randn(num_nodes, 6, generator=gen, dtype=dtype)
+    ours = messages.clone().requires_grad_(True)
+    out = Edges(edge_index, num_nodes).extreme_at_target(ours, reduce)
+    out.backward(grad)
+    theirs = messages.clone().requires_grad_(True)
+    index = edge_index[1].unsqueeze(-1).expand_as(theirs)
+    want = theirs.new_zeros(num_nodes, 6).scatter_reduce(0, index, theirs, "a" + reduce, include_self=False)
+    want.backward(grad)
+    assert torch.equal(out.detach(), want.detach()) and float(out[22].abs().sum()) == 0.0
+    torch.testing.assert_close(ours.grad, theirs.grad)
+    assert float((ours.grad != 0).sum()) >= num_nodes - 1  # one or more edges per node and feature

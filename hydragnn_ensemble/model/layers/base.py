@@ -90,6 +90,7 @@ class LayerConfig:
     layer_index: int = 0
     num_layers: int = 1
     pna_degree_histogram: tuple[int, ...] | None = None
+    equivariance: bool = True  # EGNN: update coordinates between layers
 
     @property
     def is_last(self) -> bool:

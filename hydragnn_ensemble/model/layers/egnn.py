@@ -3,8 +3,9 @@
 The vector state ``vec`` [N, 3] is each node's accumulated coordinate update, so the current edge
 vector is ``r_ij = vector_ij + vec_j - vec_i`` (equivariant, and periodic images stay consistent).
 Messages ``m_ij = MLP(h_i, h_j, |r_ij|^2 / rc^2, edge_attr) * cutoff(|vector_ij|)`` are summed at ``i``;
-the layer returns ``MLP([h_i, m_i])`` (the model adds the residual) and, except in the last layer,
-moves the coordinates: ``vec_i += mean_j r_ij * phi(m_ij)``. The first MLP layer is split into
+the layer returns ``MLP([h_i, m_i])`` (the model adds the residual) and, with ``equivariance`` (as
+HydraGNN's option of that name) except in the last layer, moves the coordinates:
+``vec_i += mean_j r_ij * phi(m_ij)``; without it the layer has no coordinate network. The first MLP layer is split into
 per-node linear maps of ``h_i`` and ``h_j`` so no [E, 2F] concatenation is built.
 """
 
@@ -35,7 +36,7 @@ class EGNNLayer(ConvLayer):
         self.edge_act = make_activation("silu")
         self.edge_out = nn.Sequential(nn.Linear(dim, dim), nn.SiLU())
         self.node_mlp = nn.Sequential(nn.Linear(2 * dim, dim), nn.SiLU(), nn.Linear(dim, dim))
-        self.update_coords = not config.is_last
+        self.update_coords = config.equivariance and not config.is_last
         self.coord_mlp = (
             nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, 1, bias=False))
             if self.update_coords

@@ -55,11 +55,6 @@ def degree_averages(histogram: tuple[int, ...]) -> tuple[float, float]:
     return avg_log, avg_lin
 
 
-def _scatter_extreme(src: Tensor, index: Tensor, num_nodes: int, reduce: str) -> Tensor:
-    out = src.new_zeros((num_nodes, src.shape[1]))
-    return out.scatter_reduce(0, index.unsqueeze(-1).expand_as(src), src, reduce, include_self=False)
-
-
 class PNALayer(ConvLayer):
     """Principal neighbourhood aggregation (mean/min/max/std x identity/amplification/attenuation/linear)."""
 
@@ -77,7 +72,6 @@ class PNALayer(ConvLayer):
     def forward(
         self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        i, n = edges.target, edges.num_nodes
         m = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h))
         if self.lin_e is not None:
             m = m + self.lin_e(geom.require("edge_attr"))
@@ -87,7 +81,7 @@ class PNALayer(ConvLayer):
         mean_sq = edges.sum_at_target(m * m) * inv_deg
         std = (torch.relu(mean_sq - mean * mean) + 1e-5).sqrt()
         aggs = torch.cat(
-            [mean, _scatter_extreme(m, i, n, "amin"), _scatter_extreme(m, i, n, "amax"), std], dim=-1
+            [mean, edges.extreme_at_target(m, "min"), edges.extreme_at_target(m, "max"), std], dim=-1
         )
         log_deg = torch.log(deg.clamp_min(1.0) + 1.0).unsqueeze(-1)
         scaled = [
