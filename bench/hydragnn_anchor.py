@@ -46,9 +46,11 @@ def make_dataset(path: Path, num_graphs: int) -> None:
     write_dataset(path, graphs, heads, splits=data.splits, metadata=data.metadata)
 
 
-def ours(layer: str, hidden: int, data: Path, repeats: int) -> dict:
+def ours(layer: str, hidden: int, data: Path, repeats: int, default_allocator: bool) -> dict:
     cmd = [sys.executable, str(ROOT / "bench" / "training.py"), "--worker", "--type", layer, "--hidden-dim",
            str(hidden), "--data", str(data), "--repeats", str(repeats), "--batch-size", "32", "--device", "cpu"]
+    if default_allocator:
+        cmd.append("--default-allocator")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -77,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--default-allocator", action="store_true",
+                        help="ours without the train command's glibc mmap threshold (less RSS, slower)")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="hydragnn_anchor_"))
     data = workdir / "alloy64.bp"
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")
             for who in runs:
                 if who == "ours":
-                    mine.append(ours(layer, args.hidden, data, 2))
+                    mine.append(ours(layer, args.hidden, data, 2, args.default_allocator))
                 else:
                     try:
                         other.append(theirs(args.hydragnn_python, layer, args.hidden, data, args.epochs, workdir))

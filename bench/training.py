@@ -93,7 +93,8 @@ def worker(args: argparse.Namespace) -> None:
     from hydragnn_ensemble.train.trainer import Trainer, peak_memory_mb, prepare_trial_data, resolve_device
 
     torch.set_num_threads(1)
-    keep_freed_memory()  # as the train command does
+    if not args.default_allocator:
+        keep_freed_memory()  # as the train command does
     cfg = config_from_dict(bench_config(args.type, args.hidden_dim, args.batch_size))
     device = resolve_device(args.device, DistributedContext())
     source = open_source(args.data)
@@ -149,6 +150,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--data", type=Path, default=None, help="existing alloy .bp (else generated)")
+    p.add_argument("--default-allocator", action="store_true",
+                   help="leave glibc's mmap threshold as it is (the train command raises it: faster, more RSS)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--type", help=argparse.SUPPRESS)
     p.add_argument("--hidden-dim", type=int, help=argparse.SUPPRESS)

@@ -64,7 +64,7 @@ class _SumRows(torch.autograd.Function):
     given as ``index_select`` (``transpose`` an index [C] into R rows) or as the CSR ``transpose``."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, matrix: Tensor, transpose: "Transpose") -> Tensor:  # type: ignore[override]
+    def forward(ctx, x: Tensor, matrix: Tensor, transpose: "_Transpose") -> Tensor:  # type: ignore[override]
         ctx.matrix, ctx.transpose = matrix, transpose
         return matrix @ x
 
@@ -73,7 +73,7 @@ class _SumRows(torch.autograd.Function):
         return ctx.transpose.apply(grad.contiguous(), ctx.matrix), None, None
 
 
-class Transpose:
+class _Transpose:
     """How to multiply by a sparse matrix's transpose: an index (each column has one entry, in
     row ``index[c]``) or a CSR matrix of its own (built on first use)."""
 
@@ -86,7 +86,7 @@ class Transpose:
         if self._matrix is None:
             assert self._build is not None
             self._matrix = self._build()
-        return _SumRows.apply(grad, self._matrix, Transpose(build=lambda: matrix))
+        return _SumRows.apply(grad, self._matrix, _Transpose(build=lambda: matrix))
 
 
 class _GatherRows(torch.autograd.Function):
@@ -100,7 +100,7 @@ class _GatherRows(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        return _SumRows.apply(grad.contiguous(), ctx.matrix, Transpose(index=ctx.index)), None, None
+        return _SumRows.apply(grad.contiguous(), ctx.matrix, _Transpose(index=ctx.index)), None, None
 
 
 class _Extreme(torch.autograd.Function):
@@ -161,7 +161,7 @@ class Edges:
             out = messages.new_zeros((self.num_nodes,) + tuple(messages.shape[1:]))
             return out.index_add_(0, self.target, messages)
         flat = _rows(messages)
-        out = _SumRows.apply(flat, self.to_target(), Transpose(index=self.target))
+        out = _SumRows.apply(flat, self.to_target(), _Transpose(index=self.target))
         return out.view((self.num_nodes,) + messages.shape[1:])
 
     def neighbour_sum(self, x: Tensor) -> Tensor:
@@ -170,7 +170,7 @@ class Edges:
         if not _fast(x):
             return self.sum_at_target(self.gather_source(x))
         flat = _rows(x)
-        out = _SumRows.apply(flat, self.adjacency(), Transpose(build=self.adjacency_transpose))
+        out = _SumRows.apply(flat, self.adjacency(), _Transpose(build=self.adjacency_transpose))
         return out.view(x.shape)
 
     def extreme_at_target(self, messages: Tensor, reduce: str) -> Tensor:

@@ -50,9 +50,13 @@ class EGNNLayer(ConvLayer):
         if vec is not None:
             rij = rij + edges.gather_source(vec) - edges.gather_target(vec)
         d2 = (rij * rij).sum(dim=-1, keepdim=True) * self.inv_r2
-        pre = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h)) + self.lin_d(d2)
+        # the per-edge inputs' linear maps in one product added onto the node terms (addmm)
+        edge_in, weight = d2, self.lin_d.weight
         if self.lin_e is not None:
-            pre = pre + self.lin_e(geom.require("edge_attr"))
+            edge_in = torch.cat([d2, geom.require("edge_attr")], dim=-1)
+            weight = torch.cat([weight, self.lin_e.weight], dim=1)
+        pre = edges.gather_target(self.lin_i(h)) + edges.gather_source(self.lin_j(h))
+        pre = torch.addmm(pre, edge_in, weight.t())
         m = self.edge_out(self.edge_act(pre)) * geom.require("cutoff").unsqueeze(-1)
         h_new = self.node_mlp(torch.cat([h, edges.sum_at_target(m)], dim=-1))
         if not self.update_coords:
