@@ -5,7 +5,7 @@ the last axis and one edge message is a single [E, 3, F] tensor. Message block (
 vector ``u_ij`` from i to j)::
 
     (a, b, c) = split(MLP(s)_j * (Linear(rbf_ij) * cutoff_ij))
-    ds_i = sum_j a ;  dv_i = sum_j v_j * b + u_ij * c
+    ds_i = sum_j a ;  dv_i = sum_j v_j * b + u_ij * c   (computed one Cartesian axis at a time)
 
 Update block::
 
@@ -18,6 +18,7 @@ The layer is ``self_contained``: it returns the updated ``s`` (residual inside).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hydragnn_ensemble.model.edges import Edges
@@ -46,14 +47,24 @@ class PaiNNLayer(ConvLayer):
     ) -> tuple[Tensor, Tensor | None]:
         dim = self.dim
         # message block
-        weight = self.filter(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
+        # filter(rbf) * cutoff = [rbf * cutoff, cutoff] @ [W, b]^T: the cutoff scales the [E, G] basis
+        # instead of the [E, 3F] product (one pass over the widest tensor less, forward and backward)
+        cutoff = geom.require("cutoff").unsqueeze(-1)
+        scaled = torch.cat([geom.require("rbf") * cutoff, cutoff], dim=-1)
+        weight = F.linear(scaled, torch.cat([self.filter.weight, self.filter.bias.unsqueeze(-1)], dim=-1))
         x = edges.gather_source(self.message_mlp(h)) * weight
         a, b, c = torch.split(x, dim, dim=-1)
         s = h + edges.sum_at_target(a)
-        dv = geom.require("unit").unsqueeze(-1) * c.unsqueeze(1)  # [E, 3, F]
-        if vec is not None:
-            dv = dv + edges.gather_source(vec) * b.unsqueeze(1)
-        v = edges.sum_at_target(dv) if vec is None else vec + edges.sum_at_target(dv)
+        # one Cartesian axis at a time: [E, F] temporaries instead of [E, 3, F] ones (the broadcast
+        # products and gathers of [E, 3, F] tensors were 2-4x slower for the same arithmetic)
+        unit = geom.require("unit")
+        axes = []
+        for k in range(3):
+            dv = unit[:, k : k + 1] * c
+            if vec is not None:
+                dv = dv + edges.gather_source(vec[:, k]) * b
+            axes.append(edges.sum_at_target(dv))
+        v = torch.stack(axes, dim=1) if vec is None else vec + torch.stack(axes, dim=1)
         # update block
         uv = self.uv(v)
         u_v, v_v = torch.split(uv, dim, dim=-1)
