@@ -75,7 +75,8 @@ class ShiftedSoftplus(nn.Module):
         self.shift = float(torch.log(torch.tensor(2.0)))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.softplus(x) - self.shift
+        # in place: softplus's backward reads its input, not its output, so no second tensor is needed
+        return F.softplus(x).sub_(self.shift)
 
 
 @dataclass(frozen=True)
