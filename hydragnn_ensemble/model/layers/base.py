@@ -22,7 +22,8 @@ Class attributes tell the model what a family needs:
   the model applies ``h <- h + act(norm(h_new))`` after the layer.
 
 Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
-``sum_at_target``, ``neighbour_sum``, ``in_degree``), plain torch and deterministic on CPU.
+``sum_at_target``, ``neighbour_sum``, ``extreme_at_target``, ``in_degree``), plain torch and
+deterministic on CPU.
 """
 
 from __future__ import annotations

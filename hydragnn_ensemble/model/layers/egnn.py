@@ -5,8 +5,8 @@ vector is ``r_ij = vector_ij + vec_j - vec_i`` (equivariant, and periodic images
 Messages ``m_ij = MLP(h_i, h_j, |r_ij|^2 / rc^2, edge_attr) * cutoff(|vector_ij|)`` are summed at ``i``;
 the layer returns ``MLP([h_i, m_i])`` (the model adds the residual) and, with ``equivariance`` (as
 HydraGNN's option of that name) except in the last layer, moves the coordinates:
-``vec_i += mean_j r_ij * phi(m_ij)``; without it the layer has no coordinate network. The first MLP layer is split into
-per-node linear maps of ``h_i`` and ``h_j`` so no [E, 2F] concatenation is built.
+``vec_i += mean_j r_ij * phi(m_ij)``; without it the layer has no coordinate network. The first MLP
+layer is split into per-node linear maps of ``h_i`` and ``h_j`` so no [E, 2F] concatenation is built.
 """
 
 from __future__ import annotations
