@@ -66,7 +66,8 @@ class _SumRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, matrix: Tensor, transpose: "_Transpose") -> Tensor:  # type: ignore[override]
         ctx.matrix, ctx.transpose = matrix, transpose
-        return matrix @ x
+        with torch.autocast(x.device.type, enabled=False):  # float32 in, float32 out, also under autocast
+            return matrix @ x
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
