@@ -104,6 +104,28 @@ class _GatherRows(torch.autograd.Function):
         return _SumRows.apply(grad.contiguous(), ctx.matrix, _Transpose(index=ctx.index)), None, None
 
 
+class _GatherTimes(torch.autograd.Function):
+    """``x[j] * weight`` saving ``x`` [N, ...] instead of ``x[j]`` [E, ...] for backward, where the
+    gather is done again; backward is made of differentiable operations (second order for forces)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, edges: "Edges") -> Tensor:  # type: ignore[override]
+        ctx.edges = edges
+        ctx.save_for_backward(x, weight)
+        return x.index_select(0, edges.source) * weight
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        edges = ctx.edges
+        grad_x = grad_weight = None
+        if ctx.needs_input_grad[0]:  # (dtypes differ under autocast: each gradient in its input's)
+            grad_x = x.new_zeros(x.shape).index_add(0, edges.source, (grad * weight).to(x.dtype))
+        if ctx.needs_input_grad[1]:
+            grad_weight = (grad * edges.gather_source(x)).to(weight.dtype)
+        return grad_x, grad_weight, None
+
+
 class _Extreme(torch.autograd.Function):
     """Per-target max/min of edge rows; backward: ``grad[i] * (m == out[i]) / ties`` (first order:
     the layers using it are not trained through forces)."""
@@ -148,6 +170,11 @@ class Edges:
     def gather_source(self, x: Tensor) -> Tensor:
         """``x[j]`` per edge [E, ...]."""
         return x.index_select(0, self.source)
+
+    def gather_source_times(self, x: Tensor, weight: Tensor) -> Tensor:
+        """``x[j] * weight`` per edge (``weight`` [E, ...], a continuous filter), keeping only ``x``
+        and ``weight`` for backward (one [E, ...] tensor less held per layer)."""
+        return _GatherTimes.apply(x, weight, self)
 
     def gather_target(self, x: Tensor) -> Tensor:
         """``x[i]`` per edge [E, ...]."""

@@ -227,3 +227,21 @@ def test_bf16_autocast_mixes_both_paths(mpnn_type: str) -> None:
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
     torch.testing.assert_close(got.float(), want, rtol=0.1, atol=0.05)  # bf16 keeps ~3 digits per op
+
+
+def test_gather_times_filter_matches_the_index_product_to_second_order() -> None:
+    num_nodes, edge_index = 23, random_edges()
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(num_nodes, 5, generator=gen)
+    weight = torch.randn(edge_index.shape[1], 5, generator=gen)
+    edges = Edges(edge_index, num_nodes)
+    j = edge_index[0]
+    cases = [  # (function of x, function of weight), ours and the reference
+        (lambda v: edges.gather_source_times(v, weight), lambda v: v.index_select(0, j) * weight.double(), x),
+        (lambda w: edges.gather_source_times(x, w), lambda w: x.double().index_select(0, j) * w, weight),
+    ]
+    for ours, reference, arg in cases:
+        fast = first_and_second_grad(ours, arg)
+        exact = first_and_second_grad(reference, arg.double())
+        for got, want in zip(fast, exact):
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6 * float(want.abs().max()))

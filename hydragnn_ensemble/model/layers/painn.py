@@ -52,7 +52,7 @@ class PaiNNLayer(ConvLayer):
         cutoff = geom.require("cutoff").unsqueeze(-1)
         scaled = torch.cat([geom.require("rbf") * cutoff, cutoff], dim=-1)
         weight = F.linear(scaled, torch.cat([self.filter.weight, self.filter.bias.unsqueeze(-1)], dim=-1))
-        x = edges.gather_source(self.message_mlp(h)) * weight
+        x = edges.gather_source_times(self.message_mlp(h), weight)
         a, b, c = torch.split(x, dim, dim=-1)
         s = h + edges.sum_at_target(a)
         # one Cartesian axis at a time: [E, F] temporaries instead of [E, 3, F] ones (the broadcast

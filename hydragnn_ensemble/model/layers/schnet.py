@@ -32,5 +32,5 @@ class SchNetLayer(ConvLayer):
         self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
         weight = self.filter_net(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
-        messages = edges.gather_source(self.lin_in(h)) * weight
+        messages = edges.gather_source_times(self.lin_in(h), weight)
         return self.lin_out(edges.sum_at_target(messages)), None
