@@ -13,12 +13,16 @@ replaces the sums by products with compressed sparse row (CSR) matrices:
   repeated source counted as often as it appears), no ``[E, F]`` temporary at all; its backward
   ``A^T @ grad`` uses ``A^T`` built on first use.
 
+and two products whose autograd form held or computed more than needed: ``gather_source_times(x, w)``
+(``x[j] * w``, a continuous filter, keeping ``x`` rather than ``x[j]`` for backward) and
+``extreme_at_target`` (per-target max/min, with a backward of one comparison and one sparse sum).
+
 Building ``T`` needs the edges grouped by target: free when ``edge_index[1]`` is already sorted
 (the trainer sorts each graph once, :func:`sort_edges_by_target`), one ``argsort`` otherwise.
 Results do not depend on the edge order. The CSR path is used for float32 tensors (CPU and CUDA);
 other dtypes (float64 in gradient checks, bf16/fp16 under autocast) take ``index_select`` /
-``index_add_``. Both are differentiable twice (forces by autograd are trained with
-``create_graph=True``).
+``index_add_``. All but the max/min are differentiable twice (forces by autograd are trained with
+``create_graph=True``; the max/min serve PNA, which is never a potential).
 """
 
 from __future__ import annotations
