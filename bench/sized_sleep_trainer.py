@@ -1,7 +1,7 @@
 """A light trial program for bench/campaign_local.py: the trainer CLI contract, sleeps instead of
 training, for a time set by the trial's own hyperparameters and size.
 
-    python -m bench.sized_sleep_trainer train CONFIG --data D -o RUN_DIR --rank R --world-size W ...
+    python -m bench.sized_sleep_trainer train CONFIG --dataset D -o RUN_DIR --rank R --world-size W ...
 
 Duration = ``SizedSleep.seconds_per_work`` x the cost model's analytic work of the config (GIN..PaiNN,
 hidden_dim, layers, epochs; fixed dataset statistics) / (W x e(W)), times a lognormal factor

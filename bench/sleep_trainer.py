@@ -1,6 +1,6 @@
 """A trivial trial program for bench/campaign_overhead.py: the trainer CLI contract, no heavy imports.
 
-    python -m bench.sleep_trainer train CONFIG --data D -o RUN_DIR [other trainer flags, ignored]
+    python -m bench.sleep_trainer train CONFIG --dataset D -o RUN_DIR [other trainer flags, ignored]
 
 Sleeps ``config["Sleep"]["seconds"]`` and writes a completed result.json whose ``wall_time_s`` is
 the time spent inside this module (so interpreter start-up = process wall time - wall_time_s).

@@ -2,12 +2,13 @@
 
 Which heads become ASE properties:
 
-* **energy** (eV): in potential mode (members trained with ``compute_grad_energy``) the members'
-  energy head, which predicts energy *per atom*, times the number of atoms; otherwise the graph
-  head of dim 1 named by ``energy_head`` (default: ``energy`` if present, else
-  ``formation_energy``), multiplied by the number of atoms when its unit ends in ``/atom``
-  (``formation_energy`` in eV/atom gives the total formation energy of the cell: the energy
-  relative to the pure elements, which has the same forces as the total energy).
+* **energy** (eV): the graph head of dim 1 named by ``energy_head`` (default: ``energy`` if
+  present, else ``formation_energy``; in potential mode the members' energy head). Its unit decides
+  (:func:`graph_builders.schema.energy_unit`): a total (``eV``, ``meV``, ``Ha``, ...) is the
+  structure's energy, converted to eV; a per-atom unit (``eV/atom``) is multiplied by the number of
+  atoms (``formation_energy`` in eV/atom gives the total formation energy of the cell: the energy
+  relative to the pure elements, which has the same forces as the total energy). A head whose unit
+  is not an energy is refused with :class:`EnsembleCalculatorError`.
 * **forces** (eV/Å): the node head of dim 3 (``forces``). For potential-mode members these are
   ``-dE/dpos`` of the members' own energies, so forces are consistent with the energy (a finite
   difference of the energy matches them); for ordinary members they come from the separately
@@ -24,7 +25,9 @@ and, when the ensemble stores its applicability domain, ``in_domain`` (bool), ``
 Settings live in ``calc.parameters`` (``calc.set(...)`` changes them): ``energy_head`` (see above)
 and ``on_out_of_domain``: ``"ignore"`` (default: the results say it), ``"warn"`` (a warning too) or
 ``"raise"``: :class:`OutOfDomainError` from the calculation, which stops a molecular dynamics run
-or an optimisation the moment it leaves the domain (the results of that step are kept).
+or an optimisation the moment it leaves the domain. The results of that step are kept in
+``calc.results`` to be read, but the calculator does not count them as calculated: asking for a
+property of the same structure again raises again.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Sequence
 
 from ase.calculators.calculator import Calculator, all_changes
 
-from graph_builders.schema import HeadRegistry
+from graph_builders.schema import HeadRegistry, energy_unit
 from hydragnn_ensemble.model.potential import stress_unit_factor
 from ensemble.predictor import EnsemblePredictor
 
@@ -61,6 +64,12 @@ def _find(heads: HeadRegistry, level: str, dim: int, preferred: Sequence[str]) -
     return next((h.name for h in heads if h.level == level and h.dim == dim), None)
 
 
+def _snapshot(atoms) -> tuple:
+    """What identifies a structure for the calculator (positions, numbers, cell, pbc), as bytes."""
+    return (atoms.positions.tobytes(), atoms.numbers.tobytes(), atoms.cell.array.tobytes(),
+            atoms.pbc.tobytes())
+
+
 class EnsembleCalculator(Calculator):
     """ASE calculator for an ensemble directory (see the module docstring)."""
 
@@ -76,6 +85,7 @@ class EnsembleCalculator(Calculator):
             predictor = EnsemblePredictor(ensemble_dir, devices=devices)
         self.predictor = predictor
         self.potential_mode = any(m.potential_mode for m in predictor.manifest.members)
+        self._refused: tuple | None = None  # the structure last refused as out of domain
         super().__init__(**kwargs)
         self._resolve_heads()
 
@@ -97,8 +107,15 @@ class EnsembleCalculator(Calculator):
         self.energy_head = energy_head or _find(heads, "graph", 1, ("energy", "formation_energy"))
         self.forces_head = _find(heads, "node", 3, ("forces",))
         self.stress_head = _find(heads, "graph", 6, ("stress",))
-        self.energy_per_atom = self.energy_head is not None and (
-            self.potential_mode or heads[self.energy_head].unit.lower().endswith("/atom"))
+        self.energy_per_atom, self.energy_to_ev = False, 1.0
+        if self.energy_head is not None:
+            unit = energy_unit(heads[self.energy_head].unit)
+            if unit is None:
+                raise EnsembleCalculatorError(
+                    f"energy head {self.energy_head!r} has unit {heads[self.energy_head].unit!r}, not an energy "
+                    "unit: the calculator cannot tell a total (eV) from an energy per atom (eV/atom); "
+                    "pass energy_head= another head")
+            self.energy_per_atom, self.energy_to_ev = unit.per_atom, unit.to_ev
         self.stress_factor = 1.0
         if self.stress_head is not None:
             try:  # the head's unit -> eV/Å^3 (the model reports potential-mode stress in it too)
@@ -118,12 +135,13 @@ class EnsembleCalculator(Calculator):
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes) -> None:
         super().calculate(atoms, properties, system_changes)
+        self._refused = None
         n = len(self.atoms)
         pred = self.predictor.predict_graphs([self.predictor.build_graph(self.atoms)])
         results: dict[str, Any] = {}
         if self.energy_head is not None:
             hp = pred.heads[self.energy_head]
-            factor = float(n) if self.energy_per_atom else 1.0
+            factor = self.energy_to_ev * (float(n) if self.energy_per_atom else 1.0)
             results["energy"] = float(hp.mean[0, 0]) * factor
             results["free_energy"] = results["energy"]
             results["energy_std"] = float(hp.std[0, 0]) * factor
@@ -149,11 +167,20 @@ class EnsembleCalculator(Calculator):
         if pred.in_domain is not None and not pred.in_domain[0]:
             self._out_of_domain(pred.reasons[0])
 
+    def check_state(self, atoms, tol: float = 1e-15) -> list[str]:
+        """ASE's check (what changed since the last calculation), except that a structure found
+        outside the domain under ``on_out_of_domain="raise"`` counts as never calculated, so asking
+        again raises again instead of returning the cached values."""
+        if self._refused is not None and self._refused == _snapshot(atoms):
+            return list(all_changes)
+        return super().check_state(atoms, tol)
+
     def _out_of_domain(self, reasons: list[str]) -> None:
         action = self.parameters["on_out_of_domain"]
         message = (f"{self.atoms.get_chemical_formula()}: outside the ensemble's applicability domain: "
                    + "; ".join(reasons))
         if action == "raise":
+            self._refused = _snapshot(self.atoms)
             raise OutOfDomainError(message)
         if action == "warn":
             warnings.warn(message, OutOfDomainWarning, stacklevel=3)

@@ -39,6 +39,19 @@ from ensemble.predictor import EnsemblePredictor, graph_index, member_prefix, no
 from ensemble.uncertainty import HeadUncertainty, fit_head
 
 UNCERTAINTY_FILE = "uncertainty.npz"
+#: fewer structures than this in a split that fits or reports the uncertainty model get a warning:
+#: a 95% coverage moves in steps of 1/n, and a percentile limit or a term weight fitted on a handful
+#: of structures is noise
+MIN_SPLIT_GRAPHS = 30
+
+
+def small_split_warning(split: str, count: int, use: str) -> str | None:
+    """A warning naming ``split`` when its ``count`` structures are too few for ``use``."""
+    if count >= MIN_SPLIT_GRAPHS:
+        return None
+    return (f"the {split} has {count} structure(s), too few to {use} (at least {MIN_SPLIT_GRAPHS} are needed "
+            f"for figures that mean something: a coverage moves in steps of 1/{max(count, 1)}); give that split "
+            "more structures (build-graphs --fractions, e.g. 0.6,0.2,0.2, or more data)")
 
 __all__ = ["CalibrationReport", "HeadCalibration", "calibrate", "calibration_metrics", "coverage_curve",
            "fit_std_scale", "spearman"]
@@ -56,13 +69,14 @@ class CalibrationReport:
     in_domain: float | None = None  # fraction of eval graphs in the applicability domain
     plots: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # head -> why it was not calibrated
+    warnings: list[str] = field(default_factory=list)  # splits too small, no test structure in the domain
 
     def to_dict(self) -> dict:
         return {"models": {h: m.model_dump() for h, m in self.models.items()}, "fit_split": self.fit_split,
                 "eval_split": self.eval_split, "in_domain": self.in_domain,
                 "before": {h: asdict(m) for h, m in self.before.items()},
                 "after": {h: asdict(m) for h, m in self.after.items()}, "plots": self.plots,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "warnings": self.warnings}
 
     def format_table(self) -> str:
         """A plain-text table, one line per head (after calibration)."""
@@ -144,6 +158,14 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     after = {h: calibration_metrics(eval_y[h], calibrated.heads[h].mean, calibrated.heads[h].std) for h in before}
     in_domain = float(np.mean(calibrated.in_domain)) if calibrated.in_domain is not None else None
     report = CalibrationReport(models, before, after, fit_split, eval_split, in_domain, skipped=skipped)
+    report.warnings = [w for w in (
+        small_split_warning(fit_split, len(fit_graphs), "fit the uncertainty model on"),
+        small_split_warning(eval_split, len(eval_graphs), "report calibration on")) if w]
+    if in_domain == 0.0:
+        report.warnings.append(
+            f"none of the {len(eval_graphs)} {eval_split} structure(s) lies in the applicability domain fitted on "
+            f"{len(reference)} {reference_split} structure(s): every prediction carries the out-of-domain term "
+            "(see each structure's domain_reasons in predict's CSV); more training structures widen the domain")
     out = root / "calibration"
     out.mkdir(exist_ok=True)
     if plots:

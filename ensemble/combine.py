@@ -197,5 +197,5 @@ def _graph_domain(obs: Observation, distance: np.ndarray | None,
     if distance is not None and limit is not None:
         for g, d in enumerate(distance):
             if d > limit:
-                reasons[g].append(f"latent distance {d:.2g} beyond the validation data's {limit:.2g}")
+                reasons[g].append(f"latent distance {d:.3g} beyond the validation data's {limit:.3g}")
     return np.array([not r for r in reasons]), reasons

@@ -18,6 +18,8 @@ node, its *excess*: how many neighbours it has beyond the envelope, summed over 
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -89,14 +91,22 @@ class InputDomain:
     shell_low: list[float] = field(default_factory=list)
     shell_high: list[float] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # a bin no training node could count (censored by the cutoff everywhere) has no upper bound;
+        # the manifest's JSON stores that infinity as null
+        self.shell_high = [math.inf if v is None else float(v) for v in self.shell_high]
+        self.shell_low = [0.0 if v is None else float(v) for v in self.shell_low]
+
     @classmethod
     def fit(cls, graphs: Sequence[Data], cutoff: float) -> "InputDomain":
         """From the training graphs (built at the ensemble's cutoff)."""
         zs = [g.z.numpy() for g in graphs if getattr(g, "z", None) is not None]
         xs = [g.x.double().numpy() for g in graphs if getattr(g, "x", None) is not None and g.x.dim() == 2]
         shells = np.concatenate([shell_counts(g, cutoff) for g in graphs])
-        low = np.floor(np.nanquantile(shells, ENVELOPE_QUANTILE, axis=0))
-        high = np.ceil(np.nanquantile(shells, 1 - ENVELOPE_QUANTILE, axis=0))
+        with warnings.catch_warnings():  # a bin censored in every node has no quantile (NaN, kept open)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low = np.floor(np.nanquantile(shells, ENVELOPE_QUANTILE, axis=0))
+            high = np.ceil(np.nanquantile(shells, 1 - ENVELOPE_QUANTILE, axis=0))
         x = np.concatenate(xs) if xs else np.zeros((0, 0))
         return cls(cutoff=float(cutoff),
                    elements=sorted(int(e) for e in np.unique(np.concatenate(zs))) if zs else [],

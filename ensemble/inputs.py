@@ -10,13 +10,14 @@ naming the file, the structure index and the reason; everything else is predicte
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from torch_geometric.data import Data
 
+from graph_builders.schema import HeadRegistry, HeadSpec, energy_unit
 from ensemble.predictor import EnsemblePredictor, PredictionError
 
 
@@ -31,6 +32,9 @@ class InputItem:
     num_nodes: int
     graph: Data
     atoms: Any | None = None  # ase.Atoms where the input was (or carries) an atomic structure
+    #: reference values the input carries for the ensemble's heads, in each head's unit
+    #: ([1, dim] graph head, [N, dim] node head): the file's labels or the dataset's targets
+    labels: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +68,49 @@ def check_graph(predictor: EnsemblePredictor, graph: Data) -> None:
             ea = getattr(graph, "edge_attr", None)
             if ea is None or ea.shape[1] != spec.edge_dim:
                 raise PredictionError(f"member trial {member.trial_id} needs edge_attr of width {spec.edge_dim}")
+
+
+def in_head_unit(head: HeadSpec, value: np.ndarray, unit: str, num_atoms: int) -> np.ndarray | None:
+    """``value`` (a label in ``unit``) in ``head``'s unit and shape, or None when it cannot be: another
+    shape, or another unit that is not an energy convertible to the head's (a total energy in eV
+    compared with an eV/atom head is divided by the number of atoms)."""
+    rows = 1 if head.level == "graph" else num_atoms
+    if value.shape != (rows, head.dim):
+        return None
+    if unit == head.unit:
+        return value
+    have, want = energy_unit(unit), energy_unit(head.unit)
+    if have is None or want is None:
+        return None
+    per_atom_ev = value * have.to_ev / (1 if have.per_atom else num_atoms)
+    return per_atom_ev * (1 if want.per_atom else num_atoms) / want.to_ev
+
+
+def _file_labels(atoms: Any, heads: HeadRegistry) -> dict[str, np.ndarray]:
+    """The labels an input structure carries for ``heads`` (see :mod:`graph_builders.labels`)."""
+    from graph_builders.labels import structure_labels
+
+    found = structure_labels(atoms)
+    out = {}
+    for head in heads:
+        if head.name in found.targets:
+            value = in_head_unit(head, found.targets[head.name], found.units[head.name], len(atoms))
+            if value is not None:
+                out[head.name] = value
+    return out
+
+
+def _dataset_labels(graph: Data, stored: HeadRegistry, heads: HeadRegistry) -> dict[str, np.ndarray]:
+    """The targets a dataset graph carries for ``heads`` (the dataset's registry says their units)."""
+    out = {}
+    for head in heads:
+        y = getattr(graph, head.key, None)
+        if y is None or head.name not in stored:
+            continue
+        value = in_head_unit(head, y.double().numpy(), stored[head.name].unit, graph.num_nodes)
+        if value is not None:
+            out[head.name] = value
+    return out
 
 
 def _formula(numbers: np.ndarray) -> str:
@@ -105,7 +152,7 @@ def _from_dataset(path: Path, predictor: EnsemblePredictor, good: list[InputItem
                 formula = _formula(z.numpy()) if z is not None else ""
                 name = str(getattr(graph, "name", "") or formula or index)
                 good.append(InputItem(str(path), index, name, formula, graph.num_nodes, graph,
-                                      _atoms_of_graph(graph)))
+                                      _atoms_of_graph(graph), _dataset_labels(graph, store.heads, predictor.heads)))
 
 
 def _from_structures(path: Path, predictor: EnsemblePredictor, good: list[InputItem], bad: list[BadInput]) -> None:
@@ -124,7 +171,8 @@ def _from_structures(path: Path, predictor: EnsemblePredictor, good: list[InputI
         except ValueError as exc:  # InvalidStructureError, PredictionError
             bad.append(BadInput(str(path), str(k), str(exc)))
             continue
-        good.append(InputItem(str(path), str(k), formula, formula, len(atoms), graph, atoms))
+        good.append(InputItem(str(path), str(k), formula, formula, len(atoms), graph, atoms,
+                              _file_labels(atoms, predictor.heads)))
 
 
 def load_inputs(paths: list[str | os.PathLike], predictor: EnsemblePredictor) -> tuple[list[InputItem], list[BadInput]]:

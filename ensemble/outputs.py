@@ -5,9 +5,12 @@ CSV columns: ``source, index, name, formula, num_atoms``, then per graph head ``
 ``<head>_epistemic_std`` (always), ``<head>_aleatoric_std``, ``<head>_distance_std`` and
 ``<head>_domain_std`` where the ensemble has them (``std^2`` is the sum of their squares; see
 :mod:`ensemble.uncertainty`); heads of dim > 1 get one set per component, ``<head>_<c>_mean`` etc.
-(c = 0..dim-1; stress in Voigt order xx yy zz yz xz xy). Then, when the ensemble stores its
-applicability domain, ``latent_distance`` (about 1 in distribution), ``in_domain`` (yes/no) and
-``domain_reasons`` (why not, ``; ``-separated).
+(c = 0..dim-1; stress in Voigt order xx yy zz yz xz xy). When an input carries a label for a
+head (an extxyz energy, stress or forces; a dataset's targets; converted to the head's unit),
+``<head>_ref`` and ``<head>_error`` (mean - ref) follow for graph heads and ``<head>_mae`` (over
+the structure's atoms and components) for node heads; cells are empty for inputs without it. Then,
+when the ensemble stores its applicability domain, ``latent_distance`` (about 1 in distribution),
+``in_domain`` (yes/no) and ``domain_reasons`` (why not, ``; ``-separated).
 
 extxyz: one frame per atomic structure with per-atom arrays ``<head>_mean`` and ``<head>_std``
 ([N, dim]) for each node head (and ``<head>_in_domain`` per atom where known), and the graph-head
@@ -19,6 +22,8 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+
+import numpy as np
 
 from ensemble.combine import EnsemblePrediction
 from ensemble.inputs import InputItem
@@ -69,6 +74,44 @@ def _value(prediction: EnsemblePrediction, head: str, field: str, row: int, c: i
     return float(hp.parts[field.removesuffix("_std")][row, c])
 
 
+def _reference_columns(items: list[InputItem], prediction: EnsemblePrediction) -> list[tuple[str, str, str, int]]:
+    """(column, head, field, component) for the heads some input carries a label for."""
+    cols = []
+    for name, hp in prediction.heads.items():
+        if not any(name in item.labels for item in items):
+            continue
+        if hp.head.level == "node":
+            cols.append((f"{name}_mae", name, "mae", 0))
+            continue
+        for c in range(hp.head.dim):
+            stem = name if hp.head.dim == 1 else f"{name}_{c}"
+            cols += [(f"{stem}_ref", name, "ref", c), (f"{stem}_error", name, "error", c)]
+    return cols
+
+
+def _reference_cell(item: InputItem, prediction: EnsemblePrediction, row: int, head: str, field: str,
+                    c: int) -> str:
+    label = item.labels.get(head)
+    if label is None:
+        return ""
+    mean = prediction.heads[head].mean[prediction.rows(head, row)]
+    if field == "mae":
+        return f"{float(np.abs(mean - label).mean()):.6g}"
+    return f"{float(label[0, c]):.6g}" if field == "ref" else f"{float(mean[0, c] - label[0, c]):.6g}"
+
+
+def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int]]:
+    """Per head with labels: the MAE of the ensemble mean against them (over structures, atoms and
+    components) and how many structures carried one."""
+    out = {}
+    for name in prediction.heads:
+        errors = [np.abs(prediction.heads[name].mean[prediction.rows(name, row)] - item.labels[name]).ravel()
+                  for row, item in enumerate(items) if name in item.labels]
+        if errors:
+            out[name] = (float(np.concatenate(errors).mean()), len(errors))
+    return out
+
+
 def _domain_cells(prediction: EnsemblePrediction, row: int) -> list[str]:
     distance = next((hp.distance for hp in prediction.heads.values()
                      if hp.head.level == "graph" and hp.distance is not None), None)
@@ -83,6 +126,7 @@ def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction
     """The per-structure table (atomic write: temporary file + rename)."""
     path = Path(path)
     cols = _columns(prediction)
+    refs = _reference_columns(items, prediction)
     tmp = path.with_name(path.name + ".tmp")
     domain_header = (["latent_distance"] if any(hp.distance is not None for hp in prediction.heads.values()
                                                  if hp.head.level == "graph") else [])
@@ -90,10 +134,11 @@ def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction
         domain_header += ["in_domain", "domain_reasons"]
     with open(tmp, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols] + domain_header)
+        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols] + [c[0] for c in refs] + domain_header)
         for row, item in enumerate(items):
             writer.writerow([item.source, item.index, item.name, item.formula, item.num_nodes] +
                             [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in cols] +
+                            [_reference_cell(item, prediction, row, h, f, c) for _, h, f, c in refs] +
                             _domain_cells(prediction, row))
     os.replace(tmp, path)
     return path

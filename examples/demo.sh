@@ -20,7 +20,7 @@ hydragnn-ensemble demo-data fem -o "$out/fem.bp" --no-progress
 
 echo "== 2. HPO campaign: mpiexec -n $ranks (rank 0 schedules, the others train) =="
 mpiexec -n "$ranks" hydragnn-ensemble hpo "$here/alloy/campaign.yaml" -o "$out/campaign" --dataset "$out/alloy.bp"
-hydragnn-ensemble report "$out/campaign" --top 5
+hydragnn-ensemble report "$out/campaign" --top-k 5
 
 echo "== 3. ensemble of at most 5 members (greedy selection), uncertainty fitted on the train/validation splits =="
 hydragnn-ensemble select "$out/campaign" --top-k 5 --method greedy -o "$out/ensemble" --calibrate --no-progress

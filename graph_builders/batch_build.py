@@ -3,9 +3,11 @@
 Inputs per scale (a directory stands for every non-hidden file under it):
 
 * ``atomic``: any structure file :func:`graph_builders.readers.read_structures` reads (several
-  structures per file allowed). Energies and forces already in the file (extxyz ``energy=``,
-  ``forces`` columns, or any single-point results) become the heads ``energy`` (graph, eV) and
-  ``forces`` (node, eV/Å); nothing is computed.
+  structures per file allowed). Every label stored with the structures becomes a head
+  (:mod:`graph_builders.labels`: energy (graph, eV: the total), free_energy, forces (node, eV/Å),
+  stress (graph, Voigt, eV/Å^3), other calculator results, numbers in ``info``, per-atom arrays);
+  ``units`` gives the unit of labels that carry none. What is left out is named in the notes;
+  nothing is computed.
 * ``mesoscale``: ``.npz`` files with either ``seeds`` [G, 3] + ``box`` ([3] or scalar) and optional
   ``orientations`` ([G, 4] quaternions or [G, 3] Euler angles), ``phases`` [G], ``periodic``
   (scalar bool, default True) for a Voronoi tessellation, or ``labels`` (3-D int voxel map) with
@@ -39,7 +41,6 @@ from tqdm import tqdm
 from graph_builders.schema import TARGET_PREFIX, HeadRegistry, HeadSpec, validate_graph
 
 SCALES: tuple[str, ...] = ("atomic", "mesoscale", "continuum")
-ATOMIC_UNITS = {"energy": "eV", "forces": "eV/Å"}
 MESOSCALE_ARRAYS = ("seeds", "box", "orientations", "phases", "periodic", "labels", "voxel_size")
 
 
@@ -57,6 +58,7 @@ class BatchBuildOptions:
     features: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     allow_isolated: bool = False  # atomic: keep atoms without a neighbour within the cutoff
+    units: tuple[tuple[str, str], ...] = ()  # atomic: (label, unit) for labels stored without one
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -77,6 +79,9 @@ class FileOutcome:
 
     graphs: list[Data] = field(default_factory=list)
     failures: list[FileFailure] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)  # atomic: label -> unit
+    sources: dict[str, str] = field(default_factory=dict)  # atomic: label -> where ASE kept it
+    left_out: Counter = field(default_factory=Counter)  # atomic: (key, why) -> structures
 
 
 @dataclass
@@ -136,7 +141,7 @@ def build_graphs(files: Sequence[Path], options: BatchBuildOptions, workers: int
                     done = future.result()
                     outcomes.update(done)
                     bar.update(len(done))
-    return _assemble(files, [outcomes[i] for i in range(len(files))], options)
+    return _assemble(files, [outcomes[i] for i in range(len(files))])
 
 
 ERRORS_HEADER = "file\treason"
@@ -188,6 +193,7 @@ def _clean(text: str) -> str:
 def _atomic_graphs(path: Path, options: BatchBuildOptions) -> FileOutcome:
     """Every structure of the file that builds; the others as ``FILE[INDEX]`` failures."""
     from graph_builders.atomic import AtomicGraphBuilder
+    from graph_builders.labels import structure_labels
     from graph_builders.readers import InvalidStructureError, read_structures
 
     structures = read_structures(path)
@@ -198,7 +204,8 @@ def _atomic_graphs(path: Path, options: BatchBuildOptions) -> FileOutcome:
     for index, atoms in enumerate(structures):
         name = f"{path}:{index}"
         try:
-            graph = build(atoms, targets=_stored_results(atoms), name=name)
+            labels = structure_labels(atoms, dict(options.units))
+            graph = build(atoms, targets=labels.targets or None, name=name)
             validate_graph(graph, None, name)
         except ValueError as exc:
             where = f"{path}[{index}]" if len(structures) > 1 else str(path)
@@ -208,18 +215,10 @@ def _atomic_graphs(path: Path, options: BatchBuildOptions) -> FileOutcome:
             outcome.failures.append(FileFailure(where, text))
             continue
         outcome.graphs.append(graph)
+        outcome.units.update(labels.units)
+        outcome.sources.update(labels.sources)
+        outcome.left_out.update(labels.left_out.items())
     return outcome
-
-
-def _stored_results(atoms: object) -> dict[str, np.ndarray] | None:
-    """Energy/forces already attached to ``atoms`` (never computed here)."""
-    results = getattr(getattr(atoms, "calc", None), "results", None) or {}
-    targets = {}
-    if "energy" in results:
-        targets["energy"] = np.asarray(results["energy"], dtype=np.float64).reshape(1, 1)
-    if "forces" in results:
-        targets["forces"] = np.asarray(results["forces"], dtype=np.float64).reshape(-1, 3)
-    return targets or None
 
 
 def _mesoscale_graph(path: Path) -> Data:
@@ -276,7 +275,7 @@ def _head_shape(graph: Data, key: str) -> tuple[str, int]:
     return level, int(value.shape[-1]) if value.dim() == 2 else -1
 
 
-def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: BatchBuildOptions) -> BatchResult:
+def _assemble(files: Sequence[Path], outcomes: list[FileOutcome]) -> BatchResult:
     """Keep the graphs that share the most common attribute layout; infer the heads."""
     signatures = Counter(_signature(g) for o in outcomes for g in o.graphs)
     common = signatures.most_common(1)[0][0] if signatures else ()
@@ -296,11 +295,29 @@ def _assemble(files: Sequence[Path], outcomes: list[FileOutcome], options: Batch
             failures.append(FileFailure(where, f"attributes {[item[0] for item in signature]} (or their "
                                                f"shapes) differ from the other graphs' {[i[0] for i in common]}"))
         files_with_graphs += kept > 0
-    heads, notes = _infer_heads(graphs, options)
+    units: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    left_out: Counter = Counter()
+    for outcome in outcomes:
+        units.update(outcome.units)
+        sources.update(outcome.sources)
+        left_out.update(outcome.left_out)
+    heads, notes = _infer_heads(graphs, units, sources)
+    notes += [f"label {key} left out ({count} structure(s)): {why}" for (key, why), count in sorted(left_out.items())]
     return BatchResult(graphs, heads, len(files), failures, notes, files_with_graphs)
 
 
-def _infer_heads(graphs: list[Data], options: BatchBuildOptions) -> tuple[HeadRegistry, list[str]]:
+def _head_order(key: str) -> tuple[int, str]:
+    """Calculator results in :data:`KNOWN_RESULTS` order first (energy first), then by name."""
+    from graph_builders.labels import KNOWN_RESULTS
+
+    name = key[len(TARGET_PREFIX):]
+    known = list(KNOWN_RESULTS)
+    return (known.index(name), "") if name in known else (len(known), name)
+
+
+def _infer_heads(graphs: list[Data], units: dict[str, str],
+                 sources: dict[str, str]) -> tuple[HeadRegistry, list[str]]:
     """Heads = targets every graph has with one level and dim; others are removed and reported."""
     shapes: dict[str, set[tuple[str, int]]] = {}
     present: Counter[str] = Counter()
@@ -310,7 +327,7 @@ def _infer_heads(graphs: list[Data], options: BatchBuildOptions) -> tuple[HeadRe
                 shapes.setdefault(key, set()).add(_head_shape(graph, key))
                 present[key] += 1
     heads, notes = [], []
-    for key in sorted(present, key=lambda k: (k != "y_energy", k)):
+    for key in sorted(present, key=_head_order):
         name = key[len(TARGET_PREFIX):]
         if present[key] != len(graphs):
             notes.append(f"target {name!r} dropped: present in {present[key]} of {len(graphs)} graphs")
@@ -318,8 +335,12 @@ def _infer_heads(graphs: list[Data], options: BatchBuildOptions) -> tuple[HeadRe
             notes.append(f"target {name!r} dropped: inconsistent shapes across graphs")
         else:
             level, dim = next(iter(shapes[key]))
-            unit = ATOMIC_UNITS.get(name, "") if options.scale == "atomic" else ""
-            heads.append(HeadSpec(name, level, dim, unit))
+            unit = units.get(name, "")
+            where = {"results": "ASE calculator results", "info": "atoms.info", "arrays": "atoms.arrays"}
+            heads.append(HeadSpec(name, level, dim, unit, f"from {where[sources[name]]}" if name in sources else ""))
+            if name in sources and not unit:
+                notes.append(f"head {name!r} (from {where[sources[name]]}) has no unit; give one with "
+                             f"--units {name}=UNIT (an energy: eV for a total, eV/atom per atom)")
             continue
         for graph in graphs:
             if key in graph:

@@ -6,12 +6,14 @@ from typing import Any, Mapping
 
 # required fields; optional ones: trial_started.predicted_slot_s / queued_after (sent ahead behind
 # that trial), trial_finished|failed.started_at / ended_at (when the processes ran, agents' clocks),
-# trial_failed.will_retry / retry_size
+# trial_failed.will_retry / retry_size, trial_finished|failed.stop ("obeyed" or "ignored": the trial
+# was asked to stop, and ended by itself or was terminated after the grace period)
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "campaign_started": ("campaign", "resume", "ranks", "slots"),
     "trial_suggested": ("trial_id", "params", "attempt"),
     "trial_started": ("trial_id", "attempt", "slots", "hosts", "size"),
     "trial_progress": ("trial_id", "attempt", "epoch", "objective"),
+    "trial_stop_requested": ("trial_id", "attempt", "reason"),
     "trial_finished": ("trial_id", "attempt", "result"),
     "trial_failed": ("trial_id", "attempt", "reason", "log_tail", "result"),
     "campaign_finished": ("reason",),

@@ -52,10 +52,10 @@ __all__ = [
 RESUMABLE_KEYS: frozenset[str] = frozenset({
     "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
     "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
-    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb",
+    "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb", "stop_grace_s",
 })
 BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraGNN configs
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class CampaignConfigError(ValueError):
@@ -152,6 +152,9 @@ class CampaignConfig(_Strict):
     prefetch_below_s: float = Field(2.0, ge=0)
     # a trial's log is cut to its tail beyond this size (MiB), with a line in the log saying so
     trial_log_max_mb: float = Field(64.0, gt=0)
+    # a trial asked to stop (early discarding) that has not ended after this long (or twice its
+    # longest epoch, if longer) is terminated like one over its time limit
+    stop_grace_s: float = Field(30.0, gt=0)
 
     @field_validator("search_space")
     @classmethod
@@ -166,7 +169,7 @@ class CampaignConfig(_Strict):
     @field_validator("trial_program")
     @classmethod
     def _module_name(cls, name: str) -> str:
-        if not _MODULE.match(name):
+        if not _MODULE.fullmatch(name):
             raise ValueError(f"{name!r} is not a python module name (run as 'python -m <module>')")
         return name
 
@@ -174,7 +177,7 @@ class CampaignConfig(_Strict):
     @classmethod
     def _module_names(cls, names: list[str] | None) -> list[str] | None:
         for name in names or []:
-            if not _MODULE.match(name):
+            if not _MODULE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a python module name")
         return names
 

@@ -61,7 +61,8 @@ def _state(cdir: CampaignDir) -> CampaignState | None:
             warnings.simplefilter("ignore", TornJournalLineWarning)  # a running campaign's last line
             return CampaignState.replay(read_events(cdir.journal))
     except ValueError as exc:
-        raise CampaignReadError(f"{cdir.journal}: cannot replay the journal: {exc}") from exc
+        detail = str(exc).removeprefix(f"{cdir.journal}: ")
+        raise CampaignReadError(f"{cdir.journal}: cannot replay the journal: {detail}") from exc
 
 
 def read_campaign_dir(campaign_dir: str | os.PathLike) -> CampaignRecord:

@@ -23,7 +23,7 @@ OBJECTIVE_PATTERN = re.compile(r"^(objective|heads\.[^.\s]+\.(val_mae|val_rmse))
 
 def check_objective_key(key: str) -> str:
     """Return ``key`` or raise ValueError when it is not a supported objective."""
-    if not isinstance(key, str) or not OBJECTIVE_PATTERN.match(key):
+    if not isinstance(key, str) or not OBJECTIVE_PATTERN.fullmatch(key):
         raise ValueError(
             f"objective {key!r}: must be 'objective' or 'heads.<head>.val_mae' / "
             "'heads.<head>.val_rmse'"

@@ -8,10 +8,12 @@ finished trials; the campaign's id is ``user_attrs["trial_id"]``):
 ======================  ===============================================================
 campaign                Optuna
 ======================  ===============================================================
-completed               ``COMPLETE`` with the objective (minimised) as its value
+completed, timeout      ``COMPLETE`` with the objective (minimised) as its value (a
+                        timeout trained until its time limit and kept its best epoch:
+                        ``user_attrs["status"]`` says ``timeout``)
 stopped (early)         ``PRUNED`` (value: its best objective, as Optuna's pruned trials
                         keep their last reported value)
-diverged/timeout/failed ``FAIL``
+diverged, failed        ``FAIL`` (a timeout without any finished epoch too)
 learning curve          ``intermediate_values`` {epoch: validation objective}
 params                  ``params`` with distributions from the frozen search space
 start/end               ``datetime_start`` / ``datetime_complete`` (local time)
@@ -55,7 +57,7 @@ def distributions(space: SearchSpace) -> dict[str, Any]:
 def _state_of(record: TrialRecord) -> Any:
     from optuna.trial import TrialState
 
-    if record.status == "completed":
+    if record.status in ("completed", "timeout"):
         return TrialState.COMPLETE
     if record.status == "stopped":
         return TrialState.PRUNED

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
+from hpo.failures import failure_counts
+from hpo.results_table import head_error, result_heads
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 
 __all__ = [
@@ -121,6 +123,7 @@ class ReportFigures:
     short_names: dict[str, str] = field(default_factory=dict)
     cost_model_error: CostPredictionError = field(default_factory=lambda: CostPredictionError(0, None, None))
     stopped: list[tuple[int, int]] = field(default_factory=list)  # (trial, epochs trained) ended early
+    failures: list[tuple[str, int]] = field(default_factory=list)  # trials without an objective: (reason, count)
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -179,6 +182,8 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         cost_model_error=prediction_error(state),
         stopped=[(r.trial_id, int((r.result or {}).get("epochs") or 0)) for r in state.finished
                  if r.status == "stopped"],
+        failures=failure_counts(r.last_attempt.reason or r.status for r in state.finished
+                                if r.objective is None and r.last_attempt is not None),
     )
 
 
@@ -217,9 +222,13 @@ def format_summary(summary: ReportFigures) -> str:
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
         lines.append(f"stopped early ({len(summary.stopped)} trials, trial @ epochs trained): {where}")
+    if summary.failures:
+        lines.append(f"failures by reason ({sum(n for _, n in summary.failures)} trials):")
+        lines.extend(f"  {n:>5} x {reason}" for reason, n in summary.failures)
     if summary.top:
         names = [summary.short_names.get(k, k) for k in summary.param_keys]
-        header = ["rank", "trial", "objective", *names, "slots", "wall_s"]
+        heads = result_heads(summary.top)
+        header = ["rank", "trial", "objective", *names, *[f"{h} MAE" for h in heads], "slots", "wall_s"]
         rows = []
         for rank, record in enumerate(summary.top, start=1):
             result = record.result or {}
@@ -227,6 +236,8 @@ def format_summary(summary: ReportFigures) -> str:
             rows.append(
                 [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
                 + [_cell(record.params.get(k, "")) for k in summary.param_keys]
+                + [_cell(head_error(record, h, "val_mae")) if head_error(record, h, "val_mae") is not None else "-"
+                   for h in heads]
                 + [str(_attempt_slots(last)) if last else "", _cell(result.get("wall_time_s", ""))]
             )
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -234,7 +245,23 @@ def format_summary(summary: ReportFigures) -> str:
         lines.append(f"top {len(rows)} trials:")
         lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         lines.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
+        units = _head_units(summary.top, heads)
+        if units:
+            lines.append("MAE: validation split, in each head's unit (" + ", ".join(
+                f"{h} {u}" for h, u in units.items()) + ")")
     return "\n".join(lines)
+
+
+def _head_units(records: list[TrialRecord], heads: list[str]) -> dict[str, str]:
+    """The unit each head's metrics are in, as the trials' results say (heads without one left out)."""
+    units: dict[str, str] = {}
+    for record in records:
+        for head in heads:
+            metrics = ((record.result or {}).get("heads") or {}).get(head)
+            unit = metrics.get("unit") if isinstance(metrics, dict) else None
+            if isinstance(unit, str) and unit and head not in units:
+                units[head] = unit
+    return units
 
 
 # -- plots --------------------------------------------------------------------------------------
@@ -248,43 +275,56 @@ def _pyplot() -> Any:
 
 
 def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
-    """Objective of each finished trial in finishing order, failures marked, best-so-far line."""
+    """Objective of each finished trial in finishing order, one colour per final status (completed,
+    timeout, stopped early, diverged ...), trials without an objective as crosses on top, and the
+    best-so-far line."""
     plt = _pyplot()
     finished = sorted(
         state.finished, key=lambda r: (r.last_attempt.end if r.last_attempt and r.last_attempt.end is not None else math.inf, r.trial_id)
     )
-    xs, ys, fail_x, best_x, best_y = [], [], [], [], []
+    by_status: dict[str, tuple[list[int], list[float]]] = {}
+    fail_x: dict[str, list[int]] = {}
+    best_x, best_y = [], []
     best = math.inf
     for i, record in enumerate(finished, start=1):
         if record.objective is None:
-            fail_x.append(i)
+            fail_x.setdefault(record.status, []).append(i)
         else:
+            xs, ys = by_status.setdefault(record.status, ([], []))
             xs.append(i)
             ys.append(record.objective)
             best = min(best, record.objective)
         if best < math.inf:
             best_x.append(i)
             best_y.append(best)
+    values = [y for _, ys in by_status.values() for y in ys]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    ax.scatter(xs, ys, s=18, color=STATUS_COLOURS["completed"], label="completed trial", zorder=3)
+    for status, (xs, ys) in sorted(by_status.items()):
+        ax.scatter(xs, ys, s=18, color=STATUS_COLOURS.get(status, "#7f7f7f"), label=f"{status} ({len(xs)})",
+                   zorder=3)
     ax.step(best_x, best_y, where="post", color="black", linewidth=1.5, label="best so far", zorder=4)
-    if ys and min(ys) > 0 and max(ys) / min(ys) > 100:
+    if values and min(values) > 0 and max(values) / min(values) > 100:
         ax.set_yscale("log")
-    if fail_x:
-        top = max(ys) if ys else 1.0
-        ax.scatter(fail_x, [top] * len(fail_x), marker="x", color=STATUS_COLOURS["failed"],
-                   label=f"failed / no objective ({len(fail_x)})", zorder=3, clip_on=False)
+    top = max(values) if values else 1.0
+    for status, xs in sorted(fail_x.items()):
+        ax.scatter(xs, [top] * len(xs), marker="x", color=STATUS_COLOURS.get(status, STATUS_COLOURS["failed"]),
+                   label=f"{status}, no objective ({len(xs)})", zorder=3, clip_on=False)
     ax.set_xlabel("trials in finishing order")
-    ax.set_ylabel(f"objective ({state.objective_key}, lower is better)")
+    ax.set_ylabel(_plain(f"objective ({state.objective_key}, lower is better)"))
     title = "objective per trial"
     if state.best_trial is not None:
         title += f" - best: trial {state.best_trial.trial_id} = {state.best_objective:.4g}"
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _plain(text: str) -> str:
+    """``text`` for a matplotlib label, drawn as it is: a ``$`` would start mathtext."""
+    return text.replace("$", r"\$")
 
 
 def _axis_position(values: list[Any]) -> tuple[list[float], list[float], list[str]]:
@@ -324,8 +364,8 @@ def plot_parallel(state: CampaignState, path: str | os.PathLike, short: dict[str
         ax.axvline(x, color="black", linewidth=0.8)
         shown = range(0, len(ticks), max(1, len(ticks) // 8))
         for i in shown:
-            ax.text(x + 0.03, ticks[i], labels[i], fontsize=7, va="center")
-    ax.set_xticks(range(len(names)), names, rotation=15, fontsize=8)
+            ax.text(x + 0.03, ticks[i], _plain(labels[i]), fontsize=7, va="center")
+    ax.set_xticks(range(len(names)), [_plain(n) for n in names], rotation=15, fontsize=8)
     ax.set_yticks([])
     ax.set_xlim(-0.2, len(names) - 0.6)
     ax.set_ylim(-0.05, 1.05)
@@ -386,6 +426,10 @@ def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
+#: learning-curve values beyond this magnitude are not drawn (a diverging trial may report 1e308)
+CURVE_LIMIT = 1e100
+
+
 def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
     """The learning curves the trials reported (validation objective per epoch), a stopped trial's
     ending in a cross, the best trial's bold; False (nothing written) when no trial reported any."""
@@ -396,7 +440,7 @@ def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     best = min((r for r, _ in curves if r.objective is not None), key=lambda r: r.objective, default=None)
     for record, curve in curves:
-        points = [(e, v) for e, v in curve if v is not None]
+        points = [(e, v) for e, v in curve if v is not None and abs(v) <= CURVE_LIMIT]
         if not points:
             continue
         epochs, values = zip(*points)
@@ -407,8 +451,9 @@ def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
         if record.status == "stopped":
             ax.plot(epochs[-1], values[-1], "x", color="#d62728", ms=5)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(f"validation {state.objective_key}")
-    ax.set_yscale("log" if all(v > 0 for _, c in curves for _, v in c if v is not None) else "linear")
+    ax.set_ylabel(_plain(f"validation {state.objective_key}"))
+    ax.set_yscale("log" if all(v > 0 for _, c in curves for _, v in c if v is not None and abs(v) <= CURVE_LIMIT)
+                  else "linear")
     stopped = sum(r.status == "stopped" for r, _ in curves)
     ax.set_title(f"learning curves of {len(curves)} trials ({stopped} stopped early: x)")
     if best is not None:
@@ -431,6 +476,7 @@ class ReportFiles:
     parallel_png: Path | None = None  # None: no trial with an objective
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
     finished_reason: str | None = None  # the campaign's campaign_finished reason (None: running or crashed)
+    figure_errors: dict[str, str] = field(default_factory=dict)  # figure -> why it was not drawn
 
 
 def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, str]) -> None:
@@ -445,9 +491,9 @@ def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, 
         ax.errorbar([p.importance for p in params], y, fmt="none", ecolor="black", capsize=3,
                     xerr=[[max(0.0, p.importance - p.low) for p in params],
                           [max(0.0, p.high - p.importance) for p in params]])
-        ax.set_yticks(list(y), [short.get(p.key, p.key) for p in params])
+        ax.set_yticks(list(y), [_plain(short.get(p.key, p.key)) for p in params])
         ax.set_xlim(0, 1)
-        ax.set_title(f"{target.target} ({target.num_trials} trials)", fontsize=9)
+        ax.set_title(_plain(f"{target.target} ({target.num_trials} trials)"), fontsize=9)
         ax.set_xlabel("PED-ANOVA importance (10-90% over halves)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -468,28 +514,53 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     summary = summarize(state, top)
     files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png",
                         finished_reason=state.finished_reason)
-    plot_objective(state, files.objective_png)
-    plot_gantt(state, files.gantt_png)
-    if plot_curves(state, out / "curves.png"):
-        files.curves_png = out / "curves.png"
-    found = _importances(record.frozen.get("search_space"), state)
+    errors = files.figure_errors
+    _draw(errors, "objective", files.objective_png, lambda p: plot_objective(state, p))
+    _draw(errors, "gantt", files.gantt_png, lambda p: plot_gantt(state, p))
+    files.curves_png = _draw(errors, "curves", out / "curves.png", lambda p: plot_curves(state, p))
     short = summary.short_names
+    found: list[Any] = []
+    try:
+        found = _importances(record.frozen.get("search_space"), state)
+    except Exception as exc:  # noqa: BLE001 - one section that fails never stops the report
+        errors["importance"] = _one_line(exc)
     if found:
         from hpo.importance import format_importances
 
         short = {**_short_names([p.key for p in found[0].params]), **short}
         files.text += "\n\n" + format_importances(found, short=lambda k: short.get(k, k))
-        files.importance_png = out / "importance.png"
-        plot_importance(found, files.importance_png, short)
-    if plot_parallel(state, out / "parallel.png", short):
-        files.parallel_png = out / "parallel.png"
+        files.importance_png = _draw(errors, "importance", out / "importance.png",
+                                     lambda p: plot_importance(found, p, short))
+    files.parallel_png = _draw(errors, "parallel", out / "parallel.png", lambda p: plot_parallel(state, p, short))
     from hpo.report_html import write_html
 
     figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
                "importance": files.importance_png, "parallel": files.parallel_png}
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
-                            title=f"campaign report: {campaign_dir.resolve().name}")
+                            title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors)
     return files
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _draw(errors: dict[str, str], name: str, path: Path, draw: Callable[[Path], Any]) -> Path | None:
+    """Draw one figure on its own: ``path`` when drawn, None when ``draw`` said there is nothing to
+    draw (False) or failed; a failure is kept in ``errors[name]`` (the report shows that text in the
+    figure's place) and never stops the other figures."""
+    try:
+        drawn = draw(path)
+    except Exception as exc:  # noqa: BLE001 - any figure may meet data matplotlib cannot draw
+        errors[name] = _one_line(exc)
+        _pyplot().close("all")
+        try:
+            path.unlink(missing_ok=True)  # not a stale figure of an earlier report
+        except OSError:
+            pass
+        return None
+    return None if drawn is False else path
 
 
 def watch_report(campaign_dir: str | os.PathLike, every_s: float, top: int = 10,

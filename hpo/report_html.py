@@ -31,7 +31,7 @@ table { border-collapse: collapse; font-size: 0.85em; } td, th { padding: 2px 8p
 th { background: #eee; cursor: pointer; user-select: none; } tr:nth-child(even) td { background: #f7f7f7; }
 td.text, th.text { text-align: left; } pre { background: #f4f4f4; padding: 0.8em; overflow-x: auto; }
 figure { margin: 0.6em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
-figcaption { font-size: 0.85em; color: #555; }
+figcaption { font-size: 0.85em; color: #555; } p.error { color: #b00020; }
 """
 
 _SCRIPT = """
@@ -55,7 +55,9 @@ window.addEventListener('load', countFigures);
 """
 
 
-def _figure(path: Path | None, caption: str) -> str:
+def _figure_html(path: Path | None, caption: str, error: str | None = None) -> str:
+    if error is not None:
+        return f'<p class="error">{html.escape(caption)}: not drawn ({html.escape(error)})</p>'
     if path is None or not path.exists():
         return ""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
@@ -111,40 +113,62 @@ def _importance_table(found: list[Any], short: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def _ensemble_section(ensemble_dir: Path) -> str:
+def read_ensemble_members(ensemble_dir: Path) -> list[dict[str, Any]]:
+    """The members listed in an ensemble directory's manifest.json (trial id, weight, objective);
+    ValueError naming the file when it is missing or not an ensemble manifest."""
     manifest_path = ensemble_dir / "manifest.json"
-    if not manifest_path.exists():
-        return f"<p>{html.escape(str(ensemble_dir))}: no manifest.json (not an ensemble directory)</p>"
-    manifest = json.loads(manifest_path.read_text())
-    members = manifest.get("members", [])
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{ensemble_dir}: no manifest.json (not an ensemble directory)") from None
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise ValueError(f"{manifest_path}: not a readable ensemble manifest ({type(exc).__name__}: {exc})") from None
+    members = manifest.get("members") if isinstance(manifest, dict) else None
+    if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
+        raise ValueError(f"{manifest_path}: not an ensemble manifest (no list of members)")
+    return members
+
+
+def _ensemble_section(ensemble_dir: Path) -> str:
+    try:
+        members = read_ensemble_members(ensemble_dir)
+    except ValueError as exc:
+        return f'<p class="error">{html.escape(str(exc))}</p>'
     rows = [[m.get("trial_id"), m.get("weight"), m.get("objective")] for m in members]
     parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
              _table(["trial", "weight", "objective"], rows)]
     for png in sorted((ensemble_dir / "calibration").glob("*.png")):
         kind = "parity plot with error bars" if png.name.startswith("parity") else "calibration curve"
-        parts.append(_figure(png, f"{kind}: {png.stem}"))
+        parts.append(_figure_html(png, f"{kind}: {png.stem}"))
     return "".join(parts)
 
 
 def write_html(path: Path, state: CampaignState, summary_text: str, figures: dict[str, Path | None],
                importances: list[Any], short: dict[str, str], ensemble_dir: str | os.PathLike | None = None,
-               title: str = "campaign report") -> Path:
+               title: str = "campaign report", figure_errors: dict[str, str] | None = None) -> Path:
     """Write the page to ``path`` (atomically) and return it. ``figures``: ``objective``, ``gantt``,
-    ``curves``, ``importance`` PNG paths (None or missing: the section says so)."""
+    ``curves``, ``importance`` PNG paths (None or missing: the section says so); ``figure_errors``:
+    why a figure was not drawn (shown in its place)."""
+    errors = figure_errors or {}
+
+    def _figure(name: str, caption: str) -> str:
+        return _figure_html(figures.get(name), caption, errors.get(name))
+
     sections = [
         f"<h1>{html.escape(title)}</h1>",
         "<h2>Summary</h2>", f"<pre>{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>",
         "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short),
         "<h2>Search trajectory and slot usage</h2>",
-        _figure(figures.get("objective"), "objective per trial and best so far"),
-        _figure(figures.get("parallel"), "parallel coordinates of the searched parameters and the objective"),
-        _figure(figures.get("gantt"), "slot usage over time (Gantt)"),
+        _figure("objective", "objective per trial and best so far"),
+        _figure("parallel", "parallel coordinates of the searched parameters and the objective"),
+        _figure("gantt", "slot usage over time (Gantt)"),
         "<h2>Learning curves</h2>",
-        _figure(figures.get("curves"), "validation objective per epoch; trials stopped early marked")
+        _figure("curves", "validation objective per epoch; trials stopped early marked")
         or "<p>No trial reported epochs.</p>",
         "<h2>Hyperparameter importance</h2>",
-        (_figure(figures.get("importance"), "PED-ANOVA importance with its 10-90% range over half-samples")
+        (_figure("importance", "PED-ANOVA importance with its 10-90% range over half-samples")
          + _importance_table(importances, short)) if importances else
+        _figure("importance", "hyperparameter importance") if "importance" in errors else
         "<p>Too few completed trials for an importance estimate.</p>",
         "<h2>Failures by reason</h2>", _failures(state),
     ]

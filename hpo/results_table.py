@@ -20,7 +20,9 @@ jobs are gathered, and its trajectory plot relies on it):
   first started, as DeepHyper's are relative to its search's start;
 * ``m:status`` (result.json status), ``m:attempts``, ``m:slots`` and ``m:host`` (``;``-separated),
   ``m:size``, ``m:wall_time_s``, ``m:epochs``, ``m:num_parameters``, ``m:peak_memory_mb``,
-  ``m:failure_reason``.
+  ``m:failure_reason``;
+* per head the trial predicted, its errors in physical units (the head's unit, from result.json):
+  ``m:<head>_val_mae``, ``m:<head>_val_rmse``, ``m:<head>_test_mae``, ``m:<head>_test_rmse``.
 
 Written atomically (temporary file, fsync, rename).
 """
@@ -78,10 +80,33 @@ def _gathered(record: TrialRecord) -> tuple[float, int]:
     return (last.end if last is not None and last.end is not None else float("inf"), record.trial_id)
 
 
+HEAD_ERRORS: tuple[str, ...] = ("val_mae", "val_rmse", "test_mae", "test_rmse")
+
+
+def result_heads(records: list[TrialRecord]) -> list[str]:
+    """The heads the trials' results report, in the order they first appear."""
+    names: dict[str, None] = {}
+    for record in records:
+        heads = (record.result or {}).get("heads")
+        if isinstance(heads, dict):
+            names.update(dict.fromkeys(heads))
+    return list(names)
+
+
+def head_error(record: TrialRecord, head: str, error: str) -> float | None:
+    """One error (``val_mae`` ...) of one head in a trial's result, or None."""
+    heads = (record.result or {}).get("heads")
+    metrics = heads.get(head) if isinstance(heads, dict) else None
+    value = metrics.get(error) if isinstance(metrics, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the results table (strings, as written to the CSV)."""
     keys = state.param_keys
-    header = [f"p:{k}" for k in keys] + ["objective", "loss", "job_id", "job_status", *METADATA_COLUMNS]
+    heads = result_heads(state.finished)
+    header = ([f"p:{k}" for k in keys] + ["objective", "loss", "job_id", "job_status", *METADATA_COLUMNS]
+              + [f"m:{h}_{e}" for h in heads for e in HEAD_ERRORS])
     rows = []
     t0 = state.start_time
     for record in sorted(state.finished, key=_gathered):
@@ -112,6 +137,7 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
                 _fmt(result.get("peak_memory_mb")),
                 _fmt(last.reason),
             ]
+            + [_fmt(head_error(record, h, e)) for h in heads for e in HEAD_ERRORS]
         )
     return header, rows
 

@@ -35,7 +35,8 @@ __all__ = [
     "check_config_paths",
 ]
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")
+MAX_INT = 2**53  # integer bounds beyond this (in magnitude) are refused
 _SPEC_FIELDS = {
     "int": ("type", "low", "high", "log", "step"),
     "float": ("type", "low", "high", "log"),
@@ -126,7 +127,7 @@ def _check_key(key: Any) -> str:
     if not isinstance(key, str) or not key:
         raise SearchSpaceError(f"search space key {key!r}: must be a non-empty string")
     for segment in key.split("."):
-        if not _SEGMENT.match(segment):
+        if not _SEGMENT.fullmatch(segment):
             raise SearchSpaceError(
                 f"search space key {key!r}: not a dotted config path (segment {segment!r} must be "
                 "non-empty letters, digits, '_' or '-')"
@@ -172,6 +173,8 @@ def _parse_int(key: str, low: Any, high: Any, log: bool, step: Any) -> IntParam:
             raise SearchSpaceError(
                 f"search space key {key!r}: {name!r} must be an integer for type 'int', got {value!r}"
             )
+        if abs(value) > MAX_INT:  # the optimizers (numpy int64, DeepHyper, Optuna) cannot hold more
+            raise SearchSpaceError(f"search space key {key!r}: {name!r} must be within +-2**53, got {value}")
     if low > high:
         raise SearchSpaceError(f"search space key {key!r}: low ({low}) must be <= high ({high})")
     if step < 1:
@@ -189,6 +192,8 @@ def _parse_int(key: str, low: Any, high: Any, log: bool, step: Any) -> IntParam:
 
 def _parse_float(key: str, low: Any, high: Any, log: bool) -> FloatParam:
     for name, value in (("low", low), ("high", high)):
+        if isinstance(value, int) and abs(value) > MAX_INT:
+            raise SearchSpaceError(f"search space key {key!r}: {name!r} must be within +-2**53, got {value}")
         if not _is_real(value) or not math.isfinite(value):
             raise SearchSpaceError(
                 f"search space key {key!r}: {name!r} must be a finite number, got {value!r}"

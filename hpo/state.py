@@ -50,6 +50,8 @@ class AttemptRecord:
     predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
     retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
     curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, objective) reported
+    stop_requested: str | None = None  # the campaign asked it to stop (early discarding), and why
+    stop_obeyed: bool | None = None  # it ended by itself after the request (False: terminated)
 
     @property
     def ended(self) -> bool:
@@ -181,6 +183,11 @@ class CampaignState:
         attempt.curve.append((epoch, None if value is None else float(value)))
         self.progress.append((event["trial_id"], epoch, None if value is None else float(value)))
 
+    def _on_stop_requested(self, event: Mapping[str, Any], t: float | None) -> None:
+        attempt = self._trial(event).attempts.get(event["attempt"])
+        if attempt is not None:
+            attempt.stop_requested = event["reason"]
+
     def _on_ended(self, event: Mapping[str, Any], t: float | None) -> None:
         key = (event["trial_id"], event["attempt"])
         if key in self._seen_ends:
@@ -198,6 +205,8 @@ class CampaignState:
         if event.get("ended_at") is not None:
             attempt.end = event["ended_at"]
         attempt.result = result
+        if event.get("stop") is not None:
+            attempt.stop_obeyed = event["stop"] == "obeyed"
         if event["event"] == "trial_failed":
             attempt.status = "failed"
             attempt.reason = event.get("reason")
@@ -317,6 +326,7 @@ _HANDLERS: dict[str, Callable[[CampaignState, Mapping[str, Any], float | None], 
     "trial_suggested": CampaignState._on_suggested,
     "trial_started": CampaignState._on_started,
     "trial_progress": CampaignState._on_progress,
+    "trial_stop_requested": CampaignState._on_stop_requested,
     "trial_finished": CampaignState._on_ended,
     "trial_failed": CampaignState._on_ended,
     "campaign_started": CampaignState._on_campaign_started,

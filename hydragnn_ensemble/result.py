@@ -36,6 +36,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from hydragnn_ensemble.untrusted_files import read_bytes, write_atomic
+
 
 class TrialStatus(str, Enum):
     """How a trial attempt ended: the one definition every package uses (a ``str``: compares
@@ -59,6 +61,9 @@ STATUSES_WITH_OBJECTIVE: tuple[str, ...] = (TrialStatus.COMPLETED.value, TrialSt
 OOM_REASON = "killed (SIGKILL, possibly out of memory)"
 MAX_RESULT_BYTES = 4 * 1024 * 1024  # a result.json larger than this is refused (the trial's failure)
 MAX_TEXT_CHARS = 20_000  # traceback / log_tail / failure_reason are cut to their last this many chars
+MAX_INT = 2**53  # integers beyond this (in magnitude) are refused: JSON readers and the journal lose them
+MAX_HEADS = 256  # heads a result may report, each name at most MAX_HEAD_NAME characters
+MAX_HEAD_NAME = 100
 
 _NUMBER = (int, float)
 #: result.json keys -> accepted types (``None`` always allowed except for status, epochs, slots).
@@ -130,7 +135,10 @@ class TrialResult:
         for key in ("epochs", "slots"):
             if key in values and values[key] is None:
                 del values[key]  # the defaults
-        values["heads"] = {str(h): _head_metrics(h, m) for h, m in (values.get("heads") or {}).items()}
+        heads = values.get("heads") or {}
+        if len(heads) > MAX_HEADS or any(len(str(h)) > MAX_HEAD_NAME for h in heads):
+            raise ValueError(f"'heads' may hold at most {MAX_HEADS} heads with names of at most {MAX_HEAD_NAME} characters")
+        values["heads"] = {str(h): _head_metrics(h, m) for h, m in heads.items()}
         result = cls(**values)
         result._diverge_if_not_finite()
         return result
@@ -149,32 +157,25 @@ class TrialResult:
         if bad and self.status in ("completed", "timeout"):
             self.status = "diverged"
             self.failure_reason = f"not finite: {', '.join(bad)}"
+        elif bad:  # stopped, diverged, failed: the status stands, the reason says what was dropped
+            note = f"not finite (dropped): {', '.join(bad)}"
+            self.failure_reason = f"{self.failure_reason}; {note}" if self.failure_reason else note
 
     def write(self, path: str | os.PathLike) -> None:
         """Write atomically (temporary file, fsync, rename): a crash never leaves a torn result.json,
-        and a value that cannot be written (NaN) leaves no temporary file."""
-        path = Path(path)
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        try:
-            with open(tmp, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        and a value that cannot be written (NaN) or a full disk leaves no temporary file."""
+        write_atomic(Path(path), json.dumps(self.to_dict(), indent=2, allow_nan=False), fsync=True)
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "TrialResult":
-        """Read and validate ``path``; ValueError naming the file for anything else than a result."""
+        """Read and validate ``path`` (a regular file, never a pipe or link: see
+        :mod:`hydragnn_ensemble.untrusted_files`); ValueError naming the file for anything else than a
+        result."""
         try:
-            size = os.path.getsize(path)
-            if size > MAX_RESULT_BYTES:
-                raise ValueError(f"{size} bytes, more than the {MAX_RESULT_BYTES} a result may have")
-            with open(path, encoding="utf-8") as fh:
-                return cls.from_dict(json.load(fh))
+            data = read_bytes(path, MAX_RESULT_BYTES + 1)
+            if len(data) > MAX_RESULT_BYTES:
+                raise ValueError(f"more than the {MAX_RESULT_BYTES} a result may have (bytes)")
+            return cls.from_dict(json.loads(data.decode("utf-8")))
         except (OSError, ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeError too
             raise ValueError(f"{path}: not a valid result.json ({exc})") from exc
 
@@ -187,6 +188,8 @@ def _checked(key: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, allowed):
         names = " or ".join(t.__name__ for t in allowed)
         raise ValueError(f"{key!r} must be {names} or null, got {type(value).__name__}")
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise ValueError(f"{key!r} must be within +-2**53, got an integer of {value.bit_length()} bits")
     if key == "status" and value not in STATUSES:
         raise ValueError(f"'status' must be one of {STATUSES}, got {value!r}")
     if isinstance(value, float) and key != "objective" and not math.isfinite(value):
@@ -207,6 +210,8 @@ def _head_metrics(head: Any, metrics: Any) -> HeadMetrics:
         value = metrics.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, _NUMBER)):
             raise ValueError(f"heads.{head}.{key} must be a number or null, got {type(value).__name__}")
+        if isinstance(value, int) and abs(value) > MAX_INT:
+            raise ValueError(f"heads.{head}.{key} must be within +-2**53")
     unit = metrics.get("unit", "")
     if not isinstance(unit, str):
         raise ValueError(f"heads.{head}.unit must be a text, got {type(unit).__name__}")

@@ -79,6 +79,12 @@ class DatasetStats:
                    float(np.mean([g.edge_index.shape[1] for g in graphs])))
 
 
+def _cost_model_name(mpnn_type: str) -> str:
+    """The cost tables' spelling of a HydraGNN ``mpnn_type`` (HydraGNN writes ``PAINN`` for PaiNN);
+    an unknown type is kept as it is (and refused by :class:`TrialFeatures`)."""
+    return {name.lower(): name for name in MPNN_COSTS}.get(mpnn_type.lower(), mpnn_type)
+
+
 @dataclass(frozen=True)
 class TrialFeatures:
     """The hyperparameters that set a trial's cost."""
@@ -116,7 +122,7 @@ class TrialFeatures:
             except ConfigError:
                 heads = 1
             return cls(
-                mpnn_type=str(value("NeuralNetwork.Architecture.mpnn_type")),
+                mpnn_type=_cost_model_name(str(value("NeuralNetwork.Architecture.mpnn_type"))),
                 hidden_dim=int(value("NeuralNetwork.Architecture.hidden_dim")),
                 num_conv_layers=int(value("NeuralNetwork.Architecture.num_conv_layers")),
                 batch_size=int(value("NeuralNetwork.Training.batch_size")),

@@ -42,6 +42,24 @@ class UserError(Exception):
     """A problem with the user's input: printed as ``error: <message>`` and exit code 2."""
 
 
+class _OldName(argparse.Action):
+    """An option's former name: stores into the new option's destination and says to use the new one."""
+
+    def __init__(self, option_strings, dest, new_name: str = "", **kwargs) -> None:
+        self.new_name = new_name
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"warning: {option_string} is the old name of {self.new_name}; use {self.new_name}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_old_name(parser: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs) -> None:
+    """Accept ``old`` (e.g. ``--data``) as a hidden alias of the option ``new`` (``--dataset``, stored in
+    ``dest``), with a warning when used; ``kwargs`` as for the new option (``type``...)."""
+    parser.add_argument(old, dest=dest, action=_OldName, new_name=new, help=argparse.SUPPRESS, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hydragnn-ensemble",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from graph_builders.schema import HeadRegistry
+from graph_builders.schema import HeadRegistry, energy_unit
 from hydragnn_ensemble.config.load import ConfigError
 from hydragnn_ensemble.config.schema import PNA_MPNN_TYPES, HydraConfig
 from hydragnn_ensemble.model.spec import GraphHeadSpec, ModelSpec, NodeHeadSpec
@@ -68,7 +68,21 @@ def potential_heads(config: HydraConfig, heads: HeadRegistry) -> tuple[str | Non
             f"(the energy) among the predicted heads: {_registry_table(heads)}"])
     forces = next((h.name for h in heads if h.level == "node" and h.dim == 3), None)
     stress = next((h.name for h in heads if h.level == "graph" and h.dim == 6), None)
+    energy_is_per_atom(heads[energy])  # refuses a head whose unit does not say total or per atom
     return energy, forces, stress
+
+
+def energy_is_per_atom(head) -> bool:
+    """Whether the potential-mode energy ``head`` (a HeadSpec) is per atom (unit ``eV/atom``) or
+    the structure's total (``eV``); :class:`ConfigError` when its unit is not an energy unit."""
+    unit = energy_unit(head.unit)
+    if unit is None:
+        raise ConfigError(SOURCE, [
+            f"NeuralNetwork.Training.compute_grad_energy: the energy head {head.name!r} has unit "
+            f"{head.unit!r}, which does not say whether it is the structure's total energy ('eV') or the "
+            "energy per atom ('eV/atom'); set the head's unit when building the dataset "
+            f"(build-graphs --units {head.name}=eV)"])
+    return unit.per_atom
 
 
 def builder_layer_name(mpnn_type: str) -> str | None:
@@ -151,6 +165,7 @@ def config_to_model_spec(
                                  tuple(g.dim_headlayers)) if g else GraphHeadSpec(),
         node_head=NodeHeadSpec(n.num_headlayers, tuple(n.dim_headlayers)) if n else NodeHeadSpec(),
         energy_head=energy,
+        energy_per_atom=energy_is_per_atom(predicted[energy]) if energy is not None else True,
         forces_head=forces,
         stress_head=stress,
         predict_variance=config.training.loss_function_type == "GaussianNLLLoss",

@@ -8,7 +8,8 @@ independent of how graphs are batched and need no synchronisation under DDP). La
 ``self_contained`` (PaiNN) do their own residual update.
 
 In potential mode (``spec.energy_head`` set) see :mod:`hydragnn_ensemble.model.potential` for the
-units convention: energy (per atom), forces and stress are physical and forces are ``-dE/dpos``.
+units convention: energy, forces and stress are physical and forces are ``-dE/dpos``; the energy
+head reports the energy per atom or the structure's total as ``spec.energy_per_atom`` says.
 """
 
 from __future__ import annotations
@@ -232,9 +233,10 @@ class HydraModel(nn.Module):
 
         if self.potential_mode:
             per_atom = self.energy_scale(means[spec.energy_head])
-            means[spec.energy_head] = per_atom
             atoms = torch.bincount(batch, minlength=num_graphs).to(per_atom.dtype)
             total = per_atom.squeeze(-1) * atoms
+            # the head reports what its labels are: the energy per atom, or the structure's total
+            means[spec.energy_head] = per_atom if spec.energy_per_atom else total.unsqueeze(-1)
             forces, stress = forces_and_stress(
                 total, trunk.strained, getattr(data, "cell", None), create_graph=self.training
             )

@@ -6,7 +6,10 @@ Convention (the trainer follows it):
   ``e_g = raw_g * energy_scale + energy_shift``, where ``raw_g`` is the graph head's output and
   ``energy_shift``/``energy_scale`` are buffers of :class:`EnergyScale` (defaults 0 and 1) that the
   trainer sets from the training set (``model.set_energy_normalisation(mean, std)``).
-* ``E_g = e_g * n_g`` (``n_g`` atoms) is the total energy. Forces are ``F = -dE/dpos`` [N, 3] and the
+* ``E_g = e_g * n_g`` (``n_g`` atoms) is the total energy. The energy head reports ``e_g`` when
+  its unit is per atom (``eV/atom``) and ``E_g`` when it is a total (``eV``), so it is compared with
+  the labels as they are; the trainer fits ``energy_shift``/``energy_scale`` on the labels per atom
+  either way. Forces are ``F = -dE/dpos`` [N, 3] and the
   stress is ``sigma = (1 / V_g) dE_g / d(eps)`` for a symmetric strain ``eps`` applied to positions
   and cell (``r -> r (I + eps)``), in Voigt order ``xx, yy, zz, yz, xz, xy``: ASE's sign convention
   (``Atoms.get_stress()``), so EMT/DFT labels are used as they are; it is converted from eV/Å^3 to

@@ -33,7 +33,9 @@ class ModelSpec:
     ``heads`` are the heads the model predicts (a subset of the dataset's registry, in output order);
     ``node_feature_dim`` is ``x.shape[1]``; ``edge_dim`` is ``edge_attr.shape[1]`` (0 when unused).
     ``energy_head``, when set, names a graph head treated as a potential energy: forces are
-    ``-dE/dpos`` (written to ``forces_head``) and stress from a cell strain (``stress_head``).
+    ``-dE/dpos`` (written to ``forces_head``) and stress from a cell strain (``stress_head``);
+    ``energy_per_atom`` says whether that head (and its labels) is the energy per atom or the
+    total energy of the structure (the head's unit decides: ``eV/atom`` or ``eV``).
     """
 
     mpnn_type: str
@@ -52,6 +54,9 @@ class ModelSpec:
     energy_head: str | None = None
     forces_head: str | None = None
     stress_head: str | None = None
+    #: the energy head is per atom (True) or the structure's total (False); True is the default so
+    #: that specs saved before the option rebuild as they were trained (per atom)
+    energy_per_atom: bool = True
     predict_variance: bool = False
     pna_degree_histogram: tuple[int, ...] | None = None
     #: EGNN moves its coordinates between layers (HydraGNN's ``equivariance``; the configuration's

@@ -78,8 +78,12 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: HydraC
         "objective": float(objective),
     }
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk leaves no partial temporary file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
@@ -99,15 +103,19 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def _load_failure(exc: Exception) -> str:
-    """One line for why ``torch.load(weights_only=True)`` refused a file (torch's own message for
-    a pickle spans a screen of advice that does not apply: we never unpickle)."""
+    """One line for why ``torch.load(weights_only=True)`` refused a file. torch's own message for a
+    pickle advises re-running with ``weights_only=False``, which would run whatever code the file
+    holds: that advice is never repeated; the refusal says what the file holds and why it stays
+    unloaded."""
     text = str(exc)
-    refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    refused = re.search(r"GLOBAL (\S+)", text)
     if refused:
-        return f"it holds a pickled Python object ({refused.group(1)}), which is never loaded (weights_only=True)"
-    detail = re.search(r"WeightsUnpickler error:\s*(.+)", text, re.DOTALL)
-    if detail:
-        first = detail.group(1).strip().splitlines()[0].strip()
-        return f"not a torch weights file ({first[:200]})"
+        name = refused.group(1).rstrip(".,:")
+        return (f"it holds a pickled Python object ({name}), which is never loaded: unpickling it could run "
+                "arbitrary code (read with weights_only=True)")
+    if "Weights only load failed" in text or "WeightsUnpickler" in text:
+        detail = re.search(r"WeightsUnpickler error:\s*(.+)", text, re.DOTALL)
+        first = detail.group(1).strip().splitlines()[0].strip() if detail else "unsupported content"
+        return f"not a torch weights file ({first[:200]}); it is never unpickled (weights_only=True)"
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__

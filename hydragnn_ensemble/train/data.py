@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 from torch_geometric.data import Data
 
-from graph_builders.schema import HeadRegistry
+from graph_builders.schema import TARGET_PREFIX, HeadRegistry
 from hydragnn_ensemble.model.edges import sort_edges_by_target
 from hydragnn_ensemble.train.normalisation import HeadStats, Normaliser, NormaliserFit, RunningMoments
 
@@ -167,6 +167,9 @@ class PreparedData:
     degree_histogram: list[int] | None
     skipped: dict[str, list[int]]
     metadata: dict = field(default_factory=dict)
+    #: graph heads of dim 1 divided by each graph's node count, training split (a total energy's
+    #: statistics per atom, which potential mode's energy scale is fitted on)
+    per_node_stats: dict[str, HeadStats] = field(default_factory=dict)
 
     def num_graphs(self, split: str) -> int:
         return len(self.splits[split])
@@ -235,6 +238,7 @@ def prepare_data(
         node_feature_dim=widths[0], edge_dim=widths[1], has_atomic_numbers=widths[2],
         degree_histogram=stats.deg_hist.tolist() if degree_histogram else None,
         skipped=skipped, metadata=dict(getattr(source, "metadata", None) or {}),
+        per_node_stats={name: m.stats() for name, m in stats.per_node.items()},
     )
 
 
@@ -291,6 +295,7 @@ class _TrainStats:
 
     def __init__(self, heads: HeadRegistry, fields: FieldSelection, degree_histogram: bool) -> None:
         self.fit = NormaliserFit(heads)
+        self.per_node = {h.name: RunningMoments(1) for h in heads if h.level == "graph" and h.dim == 1}
         self.fields = fields
         self.x_moments: RunningMoments | None = None
         self.degree_histogram = degree_histogram
@@ -298,6 +303,8 @@ class _TrainStats:
 
     def add(self, d: Data) -> None:
         self.fit.add(d)
+        for name, moments in self.per_node.items():
+            moments.add(getattr(d, TARGET_PREFIX + name) / max(int(d.num_nodes), 1))
         x_sel = d.x if self.fields.x_columns is None else d.x[:, list(self.fields.x_columns)]
         if self.x_moments is None:
             self.x_moments = RunningMoments(x_sel.shape[1])

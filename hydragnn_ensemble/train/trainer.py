@@ -32,14 +32,9 @@ import torch
 from torch import nn
 from torch_geometric.loader import DataLoader
 
-from hydragnn_ensemble.config import (
-    HydraConfig,
-    config_to_model_spec,
-    load_config,
-    potential_heads,
-    selected_heads,
-    validate_against_heads,
-)
+from hydragnn_ensemble.config import HydraConfig, config_to_model_spec, load_config, selected_heads
+from hydragnn_ensemble.dataset_check import config_problems, dataset_facts, radius_mismatch
+from hydragnn_ensemble.infrastructure import infrastructure_cause
 from hydragnn_ensemble.result import HeadMetrics, TrialResult
 from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
 from hydragnn_ensemble.train.progress import EpochChannel
@@ -136,8 +131,9 @@ class Trainer:
             radius=float(radius) if isinstance(radius, (int, float)) else None)
         torch.manual_seed(tr.seed)
         self.model: nn.Module = build_model(self.spec).to(device)
-        if self.spec.energy_head is not None:
-            s = data.normaliser[self.spec.energy_head]
+        if self.spec.energy_head is not None:  # the model's energy scale is per atom either way
+            s = (data.normaliser[self.spec.energy_head] if self.spec.energy_per_atom
+                 else data.per_node_stats[self.spec.energy_head])
             self.model.set_energy_normalisation(float(s.mean[0]), float(s.std[0]))
         pg.broadcast_parameters(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -391,51 +387,14 @@ def fields_for(config: HydraConfig, heads) -> FieldSelection:
     )
 
 
-def radius_mismatch(config_radius: float | None, dataset_cutoff: Any) -> str | None:
-    """A warning when the config's ``radius`` differs from the cutoff the dataset's graphs were built
-    with: the edges are the dataset's, so a larger radius never sees the pairs between the two
-    and a smaller one zeroes the messages of the pairs beyond it."""
-    if config_radius is None or not isinstance(dataset_cutoff, (int, float)):
-        return None
-    if math.isclose(float(config_radius), float(dataset_cutoff), rel_tol=1e-6):
-        return None
-    effect = ("pairs between the two are not in the graphs" if config_radius > dataset_cutoff
-              else "edges beyond the radius carry no message (the cutoff function is 0 there)")
-    return (f"NeuralNetwork.Architecture.radius {config_radius} differs from the dataset's graph cutoff "
-            f"{float(dataset_cutoff)}: {effect}; rebuild the graphs or set radius to the cutoff")
-
-
-def check_input_columns(config: HydraConfig, source: GraphSource, where: str) -> None:
-    """``input_node_features`` must name columns of the dataset's ``x`` (checked on the first
-    training graph, before any data is prepared)."""
-    from hydragnn_ensemble.config import ConfigError
-
-    first = source.dataset("trainset")[0]
-    x = getattr(first, "x", None)
-    width = int(x.shape[1]) if x is not None and x.dim() == 2 else 0
-    bad = [c for c in config.variables.input_node_features if not 0 <= c < width]
-    if bad:
-        raise ConfigError(where, [f"NeuralNetwork.Variables_of_interest.input_node_features: columns {bad} "
-                                  f"do not exist; the dataset's x has {width} column(s) (0..{width - 1})"])
-
-
 def prepare_trial_data(config: HydraConfig, source: GraphSource, where: str) -> tuple[PreparedData, Any]:
     """Check the config against the dataset and prepare the splits. Returns (data, dataset heads)."""
-    from hydragnn_ensemble.config import ConfigError
-    from hydragnn_ensemble.config.to_spec import builder_layer_name
-    from hydragnn_ensemble.model import MPNN_TYPES
-
     dataset_heads = source.heads
-    validate_against_heads(config, dataset_heads, source=where)
-    if builder_layer_name(config.architecture.mpnn_type) is None:
-        raise ConfigError(where, [f"NeuralNetwork.Architecture.mpnn_type: {config.architecture.mpnn_type!r} "
-                                  f"is not built by this package; available: {', '.join(MPNN_TYPES)}"])
+    # the same check a campaign's rank 0 runs before its first trial (hpo.preflight)
+    config_problems(config, dataset_facts(source, where)).raise_errors(where)
     heads = selected_heads(config, dataset_heads)
     if config.variables.output_names is None:  # named by output_index (HydraGNN): write the names down
         config.variables.output_names = [h.name for h in heads]
-    potential_heads(config, heads)  # fails early if potential mode has no energy head
-    if source.num_graphs("trainset") > 0:
-        check_input_columns(config, source, where)
     tr = config.training
     prepared = prepare_data(
         source, heads, fields_for(config, heads), where=where,
@@ -497,12 +456,14 @@ def train_trial(
     replaces ``time.monotonic`` for the budget and the epoch timings (a test's virtual clock).
     ``channel`` receives every epoch and says when to stop (default: the run directory's
     progress.jsonl and stop file, :class:`EpochChannel`; an in-process driver passes its own).
+    An ``OSError`` that is the machine's fault (full disk, I/O error:
+    :mod:`hydragnn_ensemble.infrastructure`) is raised, not turned into a failed result.
     """
     budget = TimeBudget(None, start=started_at, clock=clock)
     ctx = distributed or DistributedContext()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    log = TrialLog(run_dir, enabled=ctx.is_main)
+    log = TrialLog(run_dir, enabled=ctx.is_main, echo=progress)
     dev = torch.device("cpu")
     try:
         if not isinstance(config, HydraConfig):
@@ -515,8 +476,8 @@ def train_trial(
         with ProcessGroup(ctx, dev) as pg:
             result = _fit(config, data, run_dir, dev, pg, log, budget, progress, channel)
     except Exception as exc:  # every failure must end as a result.json, never a silent crash
-        if raise_errors:
-            raise
+        if raise_errors or infrastructure_cause(exc) is not None:
+            raise  # a full disk is the machine's fault, not this trial's: ``train`` exits 75
         tb = traceback.format_exc()
         log.write(f"failed: {_one_line(exc)}\n{tb}")
         result = TrialResult(status="failed", failure_reason=_one_line(exc), traceback=tb,

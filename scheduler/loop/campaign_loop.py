@@ -208,6 +208,8 @@ class CampaignLoop:
             value = objective_value({"status": "completed", "objective": report.get("objective"),
                                      "heads": report.get("heads") or {}}, self.rules.objective)
             self.actions.progressed(rt, epoch, value)
+            if value is not None and (rt.best_value is None or value < rt.best_value):
+                rt.best_value, rt.best_report = value, dict(report)
             if self.stopper is None or rt.stopping is not None:
                 continue
             if self.stopper.report(trial_id, epoch, math.nan if value is None else value):

@@ -49,6 +49,8 @@ class RunningTrial:
     slots: tuple[int, ...]
     start_time: float
     stopping: str | None = None  # why the stopper asked it to stop (it ends after its epoch)
+    best_report: dict[str, Any] | None = None  # its epoch report with the lowest campaign objective
+    best_value: float | None = None  # that objective
 
     def predicted_end(self) -> float:
         """When the sizer expects it to end (its start when it was never sized)."""

@@ -29,7 +29,9 @@ import time
 
 from pathlib import Path
 
+from hydragnn_ensemble.infrastructure import infrastructure_cause
 from hydragnn_ensemble.run_dir import RunDir
+from hydragnn_ensemble.untrusted_files import write_atomic
 from scheduler.runtime.launchers import make_launcher
 from scheduler.runtime.messages import (
     TAG_EXITED,
@@ -112,16 +114,23 @@ class Agent:
         trial sent ahead is reported after the exit of the one it followed)."""
         try:
             write_config(msg)
+        except OSError as exc:  # a full disk is the machine's fault; a run directory a trial wrecked is its own
+            reason = f"could not write the trial's config {msg.config_path}: {exc}"
+            return self._not_started(msg, reason, infrastructure=infrastructure_cause(exc) is not None)
+        try:
             proc = self.launcher.launch(msg)
-        except OSError as exc:
-            now = time.time()
-            return PartExited(self.rank, msg.trial_id, msg.attempt, msg.rank, returncode=127,
-                              start_time=now, end_time=now,
-                              killed_reason=f"could not start the trial process: {exc}")
+        except OSError as exc:  # no process could be made (no fork, no interpreter...): the machine's
+            return self._not_started(msg, f"could not start the trial process: {exc}", infrastructure=True)
         self.procs[proc.key] = proc
         if msg.read_result:
             self.tails[proc.key] = ProgressTail(RunDir(Path(msg.run_dir)).progress)
         return None
+
+    def _not_started(self, msg: StartTrial, reason: str, infrastructure: bool) -> PartExited:
+        now = time.time()
+        return PartExited(self.rank, msg.trial_id, msg.attempt, msg.rank, returncode=127, start_time=now,
+                          end_time=now, killed_reason=reason,
+                          fault=f"agent rank {self.rank}: {reason}" if infrastructure else None)
 
     def _handle_kill(self, msg: KillTrial) -> None:
         proc = self.procs.get((msg.trial_id, msg.attempt))
@@ -136,16 +145,21 @@ class Agent:
             return
         path = RunDir(Path(proc.start.run_dir)).stop
         try:
-            path.write_text(msg.reason + "\n")
-        except OSError as exc:  # the trial runs on to its budget; its log says why it was not stopped
+            write_atomic(path, msg.reason + "\n")
+        except OSError as exc:  # the grace period below ends it all the same; its log says why
             proc.note(f"campaign stop request could not be written to {path}: {exc}")
+        proc.stop_asked(msg.reason, time.time())
 
-    def _forward_progress(self, key: tuple[int, int]) -> None:
+    def _forward_progress(self, key: tuple[int, int], proc: TrialProcess) -> None:
         tail = self.tails.get(key)
         if tail is None:
             return
+        noted = len(tail.problems)
         epochs = tail.read()
+        for problem in tail.problems[noted:]:  # the trial's problem, in the trial's log
+            proc.note(problem)
         if epochs:
+            proc.epochs_reported(time.time())
             self._report(TrialProgress(self.rank, key[0], key[1], tuple(epochs)))
 
     def _handle_unqueue(self, msg: Unqueue) -> None:
@@ -186,12 +200,12 @@ class Agent:
             if code is None:
                 proc.enforce(now)
                 if read_progress:
-                    self._forward_progress(key)
+                    self._forward_progress(key, proc)
                 continue
             end = time.time()
             proc.close()
             del self.procs[key]
-            self._forward_progress(key)  # the last epochs before the exit report
+            self._forward_progress(key, proc)  # the last epochs before the exit report
             self.tails.pop(key, None)
             successor = self.queued.pop(key, None)
             failed = self._launch(successor) if successor is not None else None  # first: the slot is free

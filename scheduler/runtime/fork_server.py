@@ -98,6 +98,7 @@ class ForkServerLauncher(Launcher):
               file=self.stderr, flush=True)
         for proc in self._running.values():
             proc.handle.returncode = -signal.SIGKILL
+            proc.fault = f"the trial fork server {reason} (its trials died with it)"
             if proc.killed_reason is None:
                 proc.killed_reason = f"the agent's trial fork server {reason}"
         self._running.clear()

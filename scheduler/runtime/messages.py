@@ -80,6 +80,7 @@ class StartTrial:
     config_json: str | None = None  # set for a new trial: the agent writes config_path (if absent)
     after: tuple[int, int] | None = None  # (trial id, attempt) running on this slot: start when it exits
     log_max_bytes: int = 64 * 1024 * 1024  # the agent cuts log_path to its tail beyond this
+    stop_grace_s: float = 30.0  # asked to stop, it is terminated after this (or 2 x its longest epoch)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class PartExited:
     ``timed_out``: the agent killed it for exceeding ``kill_after_s``; ``killed_reason``: rank 0 asked
     (``KillTrial``) or the agent shut down. ``result``: the parsed ``result.json`` when
     ``read_result`` was set and the file was valid; ``result_error`` says why it could not be read.
+    ``fault``: an infrastructure fault ended it (:mod:`scheduler.runtime.faults`): not the trial's.
     """
 
     agent_rank: int
@@ -162,6 +164,7 @@ class PartExited:
     result_error: str | None = None
     log_tail: str = ""
     extra: dict = field(default_factory=dict)
+    fault: str | None = None
 
     @property
     def wall_time_s(self) -> float:

@@ -1,6 +1,16 @@
 """The agent's reader of a running trial's ``progress.jsonl``: new complete lines since the last
-read, each checked (a trial program may write anything: a line that is not an epoch report is
-skipped and counted, never forwarded)."""
+read, each checked. A trial program may write anything there; nothing it writes can block, blind or
+crash the agent or rank 0:
+
+* the file is opened without blocking and only when it is a regular file
+  (:mod:`hydragnn_ensemble.untrusted_files`): a named pipe or a device is the trial's problem
+  (:attr:`ProgressTail.problems`) and the file is not read again;
+* a line is an epoch report only when it is typed as one and within bounds (:func:`parse_line`:
+  ``epoch`` an integer in 1..:data:`MAX_EPOCH`, at most :data:`MAX_HEADS` heads with short names,
+  numbers finite or null); anything else is skipped, counted and named;
+* a line longer than :data:`MAX_LINE_BYTES` is skipped up to its newline, and the lines after it
+  are read as usual.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +19,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hydragnn_ensemble.untrusted_files import NotRegularFileError, read_bytes
+
 MAX_READ_BYTES = 1 << 20  # per read: a runaway writer cannot make the agent read gigabytes at once
+MAX_LINE_BYTES = MAX_READ_BYTES  # a longer line is skipped
+MAX_EPOCH = 10**9
+MAX_HEADS = 256
+MAX_HEAD_NAME = 100
+MAX_PROBLEMS = 5  # problems kept (and noted in the trial's log) per trial; the rest are counted
 
 
 def _number(value: Any) -> float | None:
@@ -18,20 +35,27 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(value)
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
-    """An epoch report ``{"epoch": int >= 1, "objective": float | None, "heads": {name: {"val_mae":
-    float | None, "val_rmse": float | None}}}`` from one line, or None when the line is not one."""
+    """An epoch report ``{"epoch": int in 1..MAX_EPOCH, "objective": float | None, "heads": {name:
+    {"val_mae": float | None, "val_rmse": float | None}}}`` from one line, or None when the line is
+    not one (see the module docstring)."""
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
     epoch, heads = data.get("epoch"), data.get("heads", {})
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1 or not isinstance(heads, dict):
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= MAX_EPOCH:
+        return None
+    if not isinstance(heads, dict) or len(heads) > MAX_HEADS or any(len(str(n)) > MAX_HEAD_NAME for n in heads):
         return None
     try:
         objective = _number(data.get("objective"))
@@ -46,31 +70,54 @@ def parse_line(line: str) -> dict[str, Any] | None:
 
 class ProgressTail:
     """New epoch reports of one file, from where the last read stopped (a partial last line waits
-    for its newline)."""
+    for its newline); :attr:`problems` names what was wrong with the file or its lines."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.offset = 0
         self.skipped = 0  # lines that were not epoch reports
+        self.problems: list[str] = []  # the first MAX_PROBLEMS, one line each
+        self.unreadable = False  # not a regular file: never read again
+        self._in_long_line = False  # skipping the rest of a line over MAX_LINE_BYTES
+
+    def _problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(f"{self.path.name}: {text}")
 
     def read(self) -> list[dict[str, Any]]:
+        """The epoch reports of the complete lines written since the last read."""
+        if self.unreadable:
+            return []
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(MAX_READ_BYTES)
+            chunk = read_bytes(self.path, MAX_READ_BYTES, self.offset)
         except FileNotFoundError:
+            return []
+        except NotRegularFileError as exc:
+            self.unreadable = True
+            self._problem(f"not read: {exc}")
             return []
         except OSError:
             return []
         end = chunk.rfind(b"\n")
         if end < 0:
+            if len(chunk) >= MAX_READ_BYTES:  # no newline in a whole read: one over-long line
+                self.offset += len(chunk)
+                if not self._in_long_line:
+                    self.skipped += 1
+                    self._problem(f"a line longer than {MAX_LINE_BYTES} bytes was skipped")
+                self._in_long_line = True
             return []
         self.offset += end + 1
+        lines = chunk[:end].split(b"\n")
+        if self._in_long_line:  # the end of the over-long line
+            lines = lines[1:]
+            self._in_long_line = False
         reports = []
-        for raw in chunk[:end].split(b"\n"):
+        for raw in lines:
             report = parse_line(raw.decode("utf-8", errors="replace"))
             if report is None:
                 self.skipped += 1
+                self._problem(f"a line that is no epoch report was skipped: {raw[:120].decode('utf-8', 'replace')!r}")
             else:
                 reports.append(report)
         return reports

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_outside_inputs
 from scheduler.placement.registry import check_policy_name, make_policy
 from scheduler.runtime.agent import Agent, hello
+from scheduler.runtime.faults import InfrastructureFault
 from scheduler.runtime.fork_server import default_preload
 from scheduler.runtime.layout import ClusterLayout, build_layout
 from scheduler.runtime.messages import LauncherSettings
@@ -87,6 +88,7 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
     except ValueError as exc:
         raise CampaignSetupError(f"{campaign_path}: {exc}") from None
     policy = make_policy(cfg.placement)
+    warnings = preflight(cfg, campaign_path)  # before anything is written; the agents import meanwhile
     session = CampaignSession.open(cfg, cdir, resume=resume, force_unlock=force_unlock,
                                    ask_batch=max(1, min(64, layout.usable_slots)))
     try:
@@ -100,7 +102,7 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         session.record([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
                          "ranks": comm.Get_size(), "slots": layout.usable_slots}])
         session.sync()
-        notices = list(session.notices)
+        notices = list(session.notices) + [f"warning: {w}" for w in warnings]
         if sizer.notice:
             notices.append(sizer.notice)
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
@@ -118,6 +120,24 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
     except BaseException:
         session.close()
         raise
+
+
+def preflight(cfg: "CampaignConfig", campaign_path: Path) -> list[str]:
+    """The built-in trainer's configs against the dataset (:mod:`hpo.preflight`): the warnings, or
+    :class:`CampaignSetupError` with every problem a trial would have failed on."""
+    from hpo.campaign import BUILTIN_TRIAL_PROGRAM
+    from hpo.preflight import check_against_dataset
+
+    if cfg.trial_program != BUILTIN_TRIAL_PROGRAM:
+        return []
+    report = check_against_dataset(cfg.load_base_config(), cfg.space, cfg.dataset)
+    if report.errors:
+        shown = "\n".join(f"  - {e}" for e in report.errors[:20])
+        more = f"\n  ... and {len(report.errors) - 20} more" if len(report.errors) > 20 else ""
+        raise CampaignSetupError(
+            f"{campaign_path}: no trial started: {len(report.errors)} problem(s) of the configs against the "
+            f"dataset {cfg.dataset} (base_config {cfg.base_config}):\n{shown}{more}")
+    return report.warnings
 
 
 def trial_config_maker(cfg: "CampaignConfig", cdir: CampaignDir):
@@ -219,11 +239,32 @@ def _run_rank0(setup: _Setup, progress: bool, stream: TextIO) -> CampaignSummary
     try:
         summary = sched.run()
         reason = summary.reason
+    except InfrastructureFault as fault:
+        reason = f"infrastructure fault: {fault.cause}"
+        _end_quietly(setup, sched, reason)
+        raise
     except BaseException as exc:
         reason = f"rank 0 failed: {exc!r}"
         raise
     finally:
         sched.shutdown(reason)
-        setup.session.close()
+        _close_quietly(setup.session)
     summary.journal_fsyncs = setup.session.journal.fsyncs
     return summary
+
+
+def _end_quietly(setup: _Setup, sched: SchedulerRank, reason: str) -> None:
+    """Journal why the run ended, when the journal still takes it (a full disk may refuse): the
+    trials it cut short stay unfinished in the journal, so --resume re-runs them."""
+    try:
+        setup.session.record([{"event": "campaign_finished", "time": sched.clock(), "reason": reason}])
+    except (OSError, RuntimeError, ValueError):
+        pass
+
+
+def _close_quietly(session) -> None:
+    """Close the session; after a fault its journal may not sync: the lock is released anyway."""
+    try:
+        session.close()
+    except (OSError, RuntimeError):
+        session.lock.release()

@@ -39,14 +39,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
+from hpo.failures import failure_counts
 from hpo.session import CampaignSession
-from hydragnn_ensemble.result import TrialResult, TrialStatus
-from hydragnn_ensemble.run_dir import CONFIG_NAME, RunDir
+from hydragnn_ensemble.result import HeadMetrics, TrialResult, TrialStatus
+from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
+from hydragnn_ensemble.untrusted_files import write_atomic
 from scheduler.loop import CampaignLoop, LoopActions, LoopRules, Outcomes, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.runtime.layout import ClusterLayout
@@ -67,7 +69,8 @@ from scheduler.runtime.messages import (
 )
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
-from scheduler.runtime.trial_process import kill_margin_s, merge_parts
+from scheduler.runtime.faults import InfrastructureFault, infrastructure_cause, remedy
+from scheduler.runtime.trial_process import IGNORED_STOP, kill_margin_s, merge_parts
 from scheduler.runtime.transport import Transport
 from scheduler.sizing import TrialSizer
 
@@ -91,6 +94,22 @@ class CampaignSummary:
     trial_process_s: float = 0.0  # sum of the wall times of all trial processes of this run
     slot_seconds: float = 0.0  # usable slots x elapsed
     journal_fsyncs: int = 0  # batches the journal writer fsync'ed during this run
+    failure_reasons: list[tuple[str, int]] = field(default_factory=list)  # most common first, with counts
+
+
+def stopped_by_force(rt: RunningTrial, merged: TrialResult, run_dir: RunDir) -> TrialResult:
+    """The result of a trial terminated after it ignored a stop request: ``stopped`` (the stopper's
+    decision stands) with the best epoch it reported, its checkpoint if it wrote one, and a reason
+    saying it did not stop by itself."""
+    best = rt.best_report or {}
+    heads = {name: HeadMetrics(val_mae=m.get("val_mae"), val_rmse=m.get("val_rmse"))
+             for name, m in (best.get("heads") or {}).items()}
+    return TrialResult(
+        status=TrialStatus.STOPPED.value, objective=best.get("objective"), heads=heads,
+        epochs=int(best.get("epoch") or 0), best_epoch=(int(best["epoch"]) - 1) if best.get("epoch") else None,
+        wall_time_s=merged.wall_time_s, slots=merged.slots, device=merged.device,
+        failure_reason=f"{rt.stopping}; {merged.failure_reason}", log_tail=merged.log_tail,
+        checkpoint=CHECKPOINT_NAME if run_dir.checkpoint.is_file() else None)
 
 
 class SchedulerRank(LoopActions):
@@ -177,6 +196,7 @@ class SchedulerRank(LoopActions):
 
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         msg = StopTrial(rt.spec.trial_id, rt.spec.attempt, reason)
+        self._log("trial_stop_requested", trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, reason=reason)
         self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
@@ -189,6 +209,9 @@ class SchedulerRank(LoopActions):
         ran = {"started_at": min(p.start_time for p in parts),  # the processes' own times
                "ended_at": max(p.end_time for p in parts)}
         spec = rt.spec
+        if rt.stopping is not None:  # asked to stop: did it, or was it terminated after the grace period
+            ran["stop"] = "ignored" if any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
+                                           for p in parts) else "obeyed"
         if result.status == TrialStatus.FAILED:
             self._log("trial_failed", trial_id=spec.trial_id, attempt=spec.attempt,
                       reason=result.failure_reason, log_tail=result.log_tail or "",
@@ -229,7 +252,8 @@ class SchedulerRank(LoopActions):
                 log_path=str(run_dir.log(r)),
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
                 device=self.cfg.resources.device, read_result=(r == 0), config_json=config_text,
-                after=after, log_max_bytes=int(self.cfg.trial_log_max_mb * 1024 * 1024)))
+                after=after, log_max_bytes=int(self.cfg.trial_log_max_mb * 1024 * 1024),
+                stop_grace_s=float(self.cfg.stop_grace_s)))
             for r, slot in enumerate(slots))
 
     def _prepare_dir(self, spec: TrialSpec) -> tuple[RunDir, str | None]:
@@ -242,9 +266,7 @@ class SchedulerRank(LoopActions):
             return run_dir, text
         run_dir.root.mkdir(parents=True, exist_ok=True)
         if not run_dir.config.exists():
-            tmp = run_dir.root / f"{CONFIG_NAME}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, run_dir.config)
+            write_atomic(run_dir.config, text)
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
         # attempt whose start never reached the journal (crash) as <name>.lost.<ext>
         tag = f"attempt{spec.attempt - 1}" if spec.attempt > 0 else "lost"
@@ -274,13 +296,22 @@ class SchedulerRank(LoopActions):
         parts = self._parts[msg.trial_id]
         parts[msg.rank] = msg
         self._trial_process_s += msg.wall_time_s
+        if msg.fault is not None:  # the machine's fault: stop now; the trial is re-run on --resume
+            raise InfrastructureFault(msg.fault, remedy(self.cdir.root, msg.fault))
         if len(parts) == len(rt.slots):
-            self._busy_slot_s += len(rt.slots) * (now - rt.start_time)
+            # busy until its processes ended (a trial sent ahead on its slot starts then, not when
+            # rank 0 hears of it: counting to now would count that span twice, above 100%)
+            ended = min(now, max(p.end_time for p in parts.values()))
+            self._busy_slot_s += len(rt.slots) * max(0.0, ended - rt.start_time)
             outcome = merge_parts(list(parts.values()), len(rt.slots), self.cfg.resources.device,
                                   float(self.cfg.trial_time_limit_s))
-            if outcome.synthesised:
-                self._write_result(rt.spec.trial_id, outcome.result)
-            self.loop.trial_ended(msg.trial_id, outcome.result, now, max(p.end_time for p in parts.values()))
+            result = outcome.result
+            if rt.stopping is not None and any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
+                                               for p in parts.values()):
+                result = stopped_by_force(rt, result, self.cdir.trial(rt.spec.trial_id))
+            if outcome.synthesised or result is not outcome.result:
+                self._write_result(rt.spec.trial_id, result)
+            self.loop.trial_ended(msg.trial_id, result, now, max(p.end_time for p in parts.values()))
         elif (msg.returncode != 0 or msg.timed_out) and msg.trial_id not in self._kill_sent:
             self._kill_sent.add(msg.trial_id)
             for r, slot in enumerate(rt.slots):
@@ -295,6 +326,8 @@ class SchedulerRank(LoopActions):
         try:
             result.write(path)
         except (OSError, ValueError) as exc:
+            if infrastructure_cause(exc) is not None:
+                raise
             result.failure_reason = f"{result.failure_reason or result.status} (could not write {path}: {exc})"
 
     # -- journal and optimizer ---------------------------------------------------------------------------
@@ -327,9 +360,9 @@ class SchedulerRank(LoopActions):
     def _snapshot(self, now: float) -> ProgressSnapshot:
         elapsed = now - self.t_go
         running = self.loop.book.running.values()
-        busy_now = sum(len(rt.slots) * (now - rt.start_time) for rt in running)
+        busy_now = sum(len(rt.slots) * max(0.0, now - rt.start_time) for rt in running)
         total = self.layout.usable_slots
-        util = (self._busy_slot_s + busy_now) / (elapsed * total) if elapsed > 0 else 0.0
+        util = min(1.0, (self._busy_slot_s + busy_now) / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
         out = self.loop.outcomes
         return ProgressSnapshot(out.finished, self.cfg.max_trials, len(running), out.failed, out.best_objective,
                                 sum(len(rt.slots) for rt in running), total, util, self.elapsed_total_s(now))
@@ -359,19 +392,25 @@ class SchedulerRank(LoopActions):
     def run(self) -> CampaignSummary:
         """Run until the budget is spent, the failure threshold trips or the candidates run out."""
         self.t_go = self.clock()  # every agent is ready now: slot time counts from here
-        while True:
-            t0 = time.perf_counter()
-            now = self.clock()
-            busy = self.turn(now)
-            self._periodic(now)
-            if self.loop.done():
-                break
-            if busy:
-                self._rank0_busy_s += time.perf_counter() - t0
-                self._backoff.activity()
-            else:
-                self._backoff.sleep()
-        return self.finish_run()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                now = self.clock()
+                busy = self.turn(now)
+                self._periodic(now)
+                if self.loop.done():
+                    break
+                if busy:
+                    self._rank0_busy_s += time.perf_counter() - t0
+                    self._backoff.activity()
+                else:
+                    self._backoff.sleep()
+            return self.finish_run()
+        except (OSError, RuntimeError) as exc:  # rank 0's own writes: a full disk is no bug of ours
+            cause = infrastructure_cause(exc)
+            if cause is None or isinstance(exc, InfrastructureFault):
+                raise
+            raise InfrastructureFault(f"rank 0: {cause}", remedy(self.cdir.root, cause)) from exc
 
     def finish_run(self) -> CampaignSummary:
         """Journal the end of this run, write results.csv, return the summary."""
@@ -387,7 +426,8 @@ class SchedulerRank(LoopActions):
             statuses=dict(out.statuses), best_objective=out.best_objective, best_trial=out.best_trial,
             elapsed_s=now - self.t_go, stopped_by_failures=self.loop.stopped_by_failures,
             failure_message=self.loop.failure_message, rank0_busy_s=self._rank0_busy_s,
-            trial_process_s=self._trial_process_s, slot_seconds=self.layout.usable_slots * (now - self.t_go))
+            trial_process_s=self._trial_process_s, slot_seconds=self.layout.usable_slots * (now - self.t_go),
+            failure_reasons=failure_counts(r for r, _ in out.failure_reasons))
 
     def shutdown(self, reason: str) -> None:
         """Tell every agent to stop (kills whatever still runs there) and wait for the sends."""

@@ -2,7 +2,7 @@
 
 The trial program is any python module with the trainer CLI contract::
 
-    python -m <module> train CONFIG --data DATA -o RUN_DIR --time-budget S --device cpu|cuda
+    python -m <module> train CONFIG --dataset DATA -o RUN_DIR --time-budget S --device cpu|cuda
                        --no-progress --rank R --world-size W [--local-rank 0]
                        [--init-method file://RUN_DIR/rendezvous.<attempt>]
 
@@ -40,12 +40,21 @@ from typing import Callable, Protocol
 
 from hydragnn_ensemble.result import OOM_REASON, TrialResult
 from hydragnn_ensemble.run_dir import RunDir
+from hydragnn_ensemble.untrusted_files import append_text, read_tail, write_atomic
+from scheduler.runtime.faults import EXIT_INFRASTRUCTURE, disk_full
 from scheduler.runtime.log_cap import CHECK_EVERY_S, cap_log
 from scheduler.runtime.messages import PartExited, StartTrial
 
 GPU_VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 LOG_TAIL_LINES = 30
 TERM_GRACE_S = 3.0  # SIGTERM -> SIGKILL
+IGNORED_STOP = "did not stop after the campaign's stop request"
+
+
+def stop_grace_s(minimum_s: float, longest_epoch_s: float) -> float:
+    """How long a trial asked to stop may take to finish its epoch: the campaign's ``stop_grace_s``
+    or twice its longest epoch so far, whichever is longer."""
+    return max(minimum_s, 2.0 * longest_epoch_s)
 #: Trial processes run this much nicer than the runtime's ranks: when a node is oversubscribed, the
 #: rank that has to react (a report, a start) gets the CPU first and trials absorb the delay
 #: (bench.campaign_overhead, 16 ranks on 2 cores: idle slot time 18.8% -> 15.0%).
@@ -63,7 +72,7 @@ def trial_argv(start: StartTrial, python: str = sys.executable) -> list[str]:
     """The argument list of one trial process (never a shell string)."""
     argv = [
         python, "-m", start.program, "train", start.config_path,
-        "--data", start.data_path,
+        "--dataset", start.data_path,
         "-o", start.run_dir,
         "--time-budget", f"{start.time_budget_s:g}",
         "--device", "cuda" if start.device == "gpu" else "cpu",
@@ -87,9 +96,7 @@ def write_config(start: StartTrial) -> None:
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(start.config_json)
-    os.replace(tmp, path)
+    write_atomic(path, start.config_json)  # no temporary file left when the disk is full
 
 
 def device_binding(device: str, inherited: dict[str, str], local_index: int) -> dict[str, str]:
@@ -130,11 +137,7 @@ def trial_env(base_env: dict[str, str], binding: dict[str, str]) -> dict[str, st
 def read_log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES, max_bytes: int = 32768) -> str:
     """The last ``lines`` lines of a log file ("" if it does not exist)."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
+        data = read_tail(path, max_bytes)
     except OSError:  # missing, or not a file (a trial may leave anything in its directory)
         return ""
     text = data.decode("utf-8", errors="replace")
@@ -195,6 +198,10 @@ class TrialProcess:
     term_sent_at: float | None = None
     log_fh: object = field(default=None, repr=False)
     log_checked_at: float = 0.0
+    fault: str | None = None  # an infrastructure fault ended it (its fork server died)
+    stop_deadline: float | None = None  # the campaign asked it to stop: ended by force after this
+    last_epoch_at: float | None = None  # when its last epoch report was read
+    longest_epoch_s: float = 0.0  # the longest time between two epoch reports (its start counts)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -223,20 +230,43 @@ class TrialProcess:
         self.signal_group(signal.SIGTERM)
 
     def note(self, text: str) -> None:
-        """Append one line of the agent's to the trial's log (best effort: the log may be gone)."""
+        """Append one line of the agent's to the trial's log (best effort: the log may be gone, or
+        be something a trial put there that is not a file)."""
         try:
-            with open(self.start.log_path, "a") as fh:
-                fh.write(f"[agent] {text}\n")
+            append_text(self.start.log_path, f"[agent] {text}\n")
         except OSError:
             pass
 
+    def epochs_reported(self, now: float) -> None:
+        """Epoch reports arrived at ``now``: the longest epoch so far sets the stop grace."""
+        self.longest_epoch_s = max(self.longest_epoch_s, now - (self.last_epoch_at or self.start_time))
+        self.last_epoch_at = now
+
+    def stop_asked(self, reason: str, now: float) -> None:
+        """The campaign asked the trial to stop after its epoch: it gets :func:`stop_grace_s` to
+        obey (counted from now), then :meth:`enforce` terminates it (SIGTERM, then SIGKILL as for the time limit)."""
+        if self.stop_deadline is None:
+            self.stop_deadline = now + stop_grace_s(self.start.stop_grace_s, self.longest_epoch_s)
+
+    @property
+    def ignored_stop(self) -> bool:
+        """It was asked to stop and ended only when the agent terminated it."""
+        return self.stop_deadline is not None and self.killed_reason is not None and \
+            self.killed_reason.startswith(IGNORED_STOP)
+
     def enforce(self, now: float) -> None:
-        """Apply the time limit, the SIGTERM->SIGKILL escalation and the log's size cap."""
+        """Apply the time limit, a stop's grace period, the SIGTERM->SIGKILL escalation and the
+        log's size cap."""
         if now - self.log_checked_at >= CHECK_EVERY_S:
             self.log_checked_at = now
             cap_log(self.start.log_path, self.start.log_max_bytes)
         if self.term_sent_at is None and now >= self.deadline:
             self.terminate(None, now, timed_out=True)
+        elif self.term_sent_at is None and self.stop_deadline is not None and now >= self.stop_deadline:
+            grace = stop_grace_s(self.start.stop_grace_s, self.longest_epoch_s)
+            reason = f"{IGNORED_STOP} within {grace:.3g} s; terminated"
+            self.note(reason)
+            self.terminate(reason, now)
         elif self.term_sent_at is not None and now - self.term_sent_at >= TERM_GRACE_S:
             self.signal_group(signal.SIGKILL)
 
@@ -335,6 +365,8 @@ def part_exited(proc: TrialProcess, agent_rank: int, returncode: int, now: float
                 result = TrialResult.read(path).to_dict()
             except ValueError as exc:
                 error = str(exc)
+    log_tail = read_log_tail(start.log_path) if (returncode != 0 or result is None
+                                                 or result.get("status") != "completed") else ""
     return PartExited(
         agent_rank=agent_rank,
         trial_id=start.trial_id,
@@ -347,9 +379,25 @@ def part_exited(proc: TrialProcess, agent_rank: int, returncode: int, now: float
         killed_reason=proc.killed_reason,
         result=result,
         result_error=error,
-        log_tail=read_log_tail(start.log_path) if (returncode != 0 or result is None
-                                                   or result.get("status") != "completed") else "",
+        log_tail=log_tail,
+        fault=_fault_of(proc, returncode, result, log_tail, agent_rank),
     )
+
+
+def _fault_of(proc: TrialProcess, returncode: int, result: dict | None, log_tail: str,
+              agent_rank: int) -> str | None:
+    """The infrastructure fault that ended a trial process, if any (:mod:`scheduler.runtime.faults`):
+    its fork server died, it says so (exit code 75), or it ended without a good result on a full disk."""
+    if proc.fault is not None:
+        return f"agent rank {agent_rank}: {proc.fault}"
+    last = next((ln.strip() for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
+    if returncode == EXIT_INFRASTRUCTURE:
+        return f"trial {proc.start.trial_id} (agent rank {agent_rank}): {last[:300] or 'exit code 75'}"
+    if returncode != 0 or result is None or result.get("status") == "failed":
+        full = disk_full(proc.start.run_dir)
+        if full is not None:
+            return f"trial {proc.start.trial_id} (agent rank {agent_rank}): {full}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A fault-injection trial program with the trainer's CLI contract (for the campaign runtime tests).
 
-    python -m tests.campaign.fault_trainer train CONFIG --data DATA -o RUN_DIR --time-budget S
+    python -m tests.campaign.fault_trainer train CONFIG --dataset DATA -o RUN_DIR --time-budget S
         [--device D] [--no-progress] --rank R --world-size W [--local-rank L] [--init-method URL]
 
 It imports nothing heavy (only the standard library, and torch.distributed for multi-slot trials).
@@ -25,7 +25,14 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
 - ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap);
 - ``epochs``: ``Fault.epochs`` epochs of ``Fault.epoch_s`` each with the validation objective
   :func:`objective_of` + 1/epoch, one ``progress.jsonl`` line per epoch (the trainer's contract);
-  after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far).
+  after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far);
+  ``ignore_stop``: the same, never looking at ``RUN_DIR/stop`` (the agent must end it);
+- hostile progress files: ``huge_epoch`` (a line with epoch 2**64, then epoch 1, then completes),
+  ``long_line`` (a line of 1.5 MiB without a newline until its end, then epochs 1-3),
+  ``progress_fifo`` (progress.jsonl is a named pipe, and the trial hangs);
+- the machine's faults: ``infra_once`` (exit code 75 on the first attempt, succeed on the next; a
+  marker file remembers), ``fill_disk_once`` (on the first attempt, fill the run directory's file
+  system with RUN_DIR/junk and fail writing the result; succeed on the next).
 
 With world size > 1 the processes rendezvous through torch.distributed (gloo, the given init method)
 and all-reduce their rank numbers; rank 0 writes the result.
@@ -63,8 +70,12 @@ def _result(status: str, objective: float | None, reason: str | None, wall: floa
 
 def _write(run_dir: Path, result: dict) -> None:
     tmp = run_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result, allow_nan=False))
-    os.replace(tmp, run_dir / "result.json")
+    try:
+        tmp.write_text(json.dumps(result, allow_nan=False))
+        os.replace(tmp, run_dir / "result.json")
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _mode(config: dict, run_dir: Path) -> str:
@@ -113,8 +124,18 @@ def train(args: argparse.Namespace) -> int:
             print("fault_trainer: crashing on purpose (first attempt)", flush=True)
             return 3
     fault = config.get("Fault", {})
-    if mode == "epochs":
-        return _epochs(config, run_dir, t0)
+    if mode in ("epochs", "ignore_stop"):
+        return _epochs(config, run_dir, t0, obey_stop=mode == "epochs")
+    if mode in ("huge_epoch", "long_line", "progress_fifo"):
+        _hostile_progress(mode, config, run_dir, t0)
+    if mode in ("infra_once", "fill_disk_once"):
+        marker = run_dir.parent / f"{run_dir.name}.faulted"
+        if not marker.exists():
+            marker.write_text("1")
+            if mode == "infra_once":
+                print("fault_trainer: the machine failed me (exit 75)", flush=True)
+                return 75
+            _fill_disk(run_dir)
     time.sleep(float(fault.get("slow_s", 2.0) if mode == "slow" else fault.get("sleep_s", 0.0)))
     if args.world_size > 1:
         total = _allreduce_ranks(args)
@@ -151,7 +172,42 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _epochs(config: dict, run_dir: Path, t0: float) -> int:
+def _hostile_progress(mode: str, config: dict, run_dir: Path, t0: float) -> None:
+    """Write what a careless or hostile trial program might into progress.jsonl."""
+    path = run_dir / "progress.jsonl"
+    if mode == "progress_fifo":
+        os.mkfifo(path)
+        while True:  # hang: the agent must neither block on the pipe nor miss the time limit
+            time.sleep(1.0)
+    with open(path, "a") as fh:
+        if mode == "huge_epoch":
+            fh.write(json.dumps({"epoch": 2**64, "objective": 1.0, "heads": {}}) + "\n")
+            fh.write(json.dumps({"epoch": 1, "objective": objective_of(config) + 1.0, "heads": {}}) + "\n")
+        else:
+            fh.write("x" * (3 << 19))  # 1.5 MiB, no newline yet
+            fh.flush()
+            time.sleep(0.6)  # the agent reads a full MiB of it without a newline
+            fh.write("\n")
+            for epoch in (1, 2, 3):
+                fh.write(json.dumps({"epoch": epoch, "objective": objective_of(config) + 1.0 / epoch,
+                                     "heads": {}}) + "\n")
+    time.sleep(0.6)  # read while the trial runs, then its exit
+
+
+def _fill_disk(run_dir: Path) -> None:
+    """Fill the file system of ``run_dir`` (RUN_DIR/junk) and fail writing the result (ENOSPC)."""
+    block = b"\0" * (1 << 16)
+    with open(run_dir / "junk", "wb") as fh:
+        try:
+            while True:
+                fh.write(block)
+                fh.flush()
+        except OSError as exc:
+            print(f"fault_trainer: disk full ({exc})", flush=True)
+    _write(run_dir, _result("completed", 1.0, None, 0.0, 1))  # raises OSError (ENOSPC): exit 1
+
+
+def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> int:
     fault = config.get("Fault", {})
     epochs, epoch_s = int(fault.get("epochs", 9)), float(fault.get("epoch_s", 0.15))
     best = math.inf
@@ -162,7 +218,7 @@ def _epochs(config: dict, run_dir: Path, t0: float) -> int:
         with open(run_dir / "progress.jsonl", "a") as fh:
             fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0}) + "\n")
         stop = run_dir / "stop"
-        if stop.exists() and epoch < epochs:
+        if obey_stop and stop.exists() and epoch < epochs:
             result = _result("stopped", best, stop.read_text().strip(), time.time() - t0, 1)
             result["epochs"] = epoch
             _write(run_dir, result)
@@ -178,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train")
     p.add_argument("config")
-    p.add_argument("--data", required=True)
+    p.add_argument("--dataset", required=True)
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--time-budget", type=float, required=True)
     p.add_argument("--rank", type=int, default=0)

@@ -1,6 +1,6 @@
 """A trial program for the fork-server tests: reports what its process looks like, then obeys.
 
-    python -m tests.campaign.probe_program train CONFIG --data D -o RUN_DIR [...] 
+    python -m tests.campaign.probe_program train CONFIG --dataset D -o RUN_DIR [...] 
 
 Writes RUN_DIR/probe.json (pid, parent pid, session id, GPU variables, argv, whether torch was
 already imported when the program started) and then does what CONFIG's "action" says: "exit" with

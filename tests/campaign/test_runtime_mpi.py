@@ -160,14 +160,14 @@ def test_trial_argv_matches_the_trainer_contract() -> None:
                        log_path="/c/trials/4/train.rank1.log", time_budget_s=90.0, kill_after_s=94.5,
                        init_method="file:///c/trials/4/rendezvous.1", device="cpu", read_result=False)
     assert trial_argv(start, "/py") == [
-        "/py", "-m", "hydragnn_ensemble", "train", "/c/trials/4/config.json", "--data", "/d.bp",
+        "/py", "-m", "hydragnn_ensemble", "train", "/c/trials/4/config.json", "--dataset", "/d.bp",
         "-o", "/c/trials/4", "--time-budget", "90", "--device", "cpu", "--no-progress",
         "--rank", "1", "--world-size", "2", "--init-method", "file:///c/trials/4/rendezvous.1"]
     # the real trainer's CLI accepts exactly these flags
     from hydragnn_ensemble.cli import build_parser
 
     args = build_parser().parse_args(trial_argv(start, "/py")[3:])
-    assert (args.config, args.data, args.output, args.time_budget, args.device, args.rank,
+    assert (args.config, args.dataset, args.output, args.time_budget, args.device, args.rank,
             args.world_size, args.init_method, args.no_progress) == (
         "/c/trials/4/config.json", "/d.bp", "/c/trials/4", 90.0, "cpu", 1, 2,
         "file:///c/trials/4/rendezvous.1", True)

@@ -161,7 +161,23 @@ def test_wrong_architecture_checkpoint_is_refused(tiny_run):
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(run_dir / "pickled.pt")
     assert str(info.value) == (f"{run_dir / 'pickled.pt'}: not a readable checkpoint (it holds a pickled Python "
-                               "object (fractions.Fraction), which is never loaded (weights_only=True))")
+                               "object (fractions.Fraction), which is never loaded: unpickling it could run "
+                               "arbitrary code (read with weights_only=True))")
+    # torch's advice to re-run with weights_only=False is not passed on (it would run the file's code)
+    torch.save({"format": "hydragnn-ensemble-checkpoint", "payload": _RunsCode()}, run_dir / "code.pt")
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(run_dir / "code.pt")
+    assert "pickled Python object (posix.system)" in str(info.value) and "arbitrary code" in str(info.value)
+    assert "weights_only=False" not in str(info.value) and "\n" not in str(info.value)
+
+
+class _RunsCode:
+    """Pickles as a call of os.system (never called: the file is refused before)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
 
 
 def test_same_seed_same_result(tmp_path, dataset, tiny_run):
@@ -222,7 +238,7 @@ def test_exception_becomes_failed_result(tmp_path, dataset):
     cfg = config_dict()
     cfg["NeuralNetwork"]["Architecture"]["hiden_dim"] = 3
     (tmp_path / "bad.json").write_text(json.dumps(cfg))
-    code = cli_main(["train", str(tmp_path / "bad.json"), "--data", str(dataset), "-o",
+    code = cli_main(["train", str(tmp_path / "bad.json"), "--dataset", str(dataset), "-o",
                      str(tmp_path / "cli"), "--device", "cpu", "--no-progress"])
     assert code == 1
     res = TrialResult.read(tmp_path / "cli" / "result.json")
@@ -255,7 +271,7 @@ def test_input_columns_out_of_range_is_a_config_error(tmp_path, dataset):
 
 
 def test_radius_different_from_the_dataset_cutoff_is_warned(tmp_path, graphs):
-    from hydragnn_ensemble.train.trainer import radius_mismatch
+    from hydragnn_ensemble.dataset_check import radius_mismatch
 
     assert radius_mismatch(5.0, 5.0) is None and radius_mismatch(None, 5.0) is None
     assert radius_mismatch(5.0, None) is None
@@ -321,7 +337,7 @@ def test_two_processes_equal_one(tmp_path, dataset):
     cfg_path = tmp_path / "cfg.json"
     cfg_path.write_text(json.dumps(cfg))
     single = train_trial(config_from_dict(cfg), dataset, tmp_path / "one", device="cpu", progress=False)
-    argv = ["train", str(cfg_path), "--data", str(dataset), "-o", str(tmp_path / "two"), "--device", "cpu",
+    argv = ["train", str(cfg_path), "--dataset", str(dataset), "-o", str(tmp_path / "two"), "--device", "cpu",
             "--no-progress", "--world-size", "2", "--init-method", f"file://{tmp_path / 'rendezvous'}"]
     _run_two_ranks(argv)
     double = TrialResult.read(tmp_path / "two" / "result.json")
@@ -344,7 +360,7 @@ def test_a_campaign_stop_ends_a_data_parallel_trial_on_all_ranks_together(tmp_pa
     run_dir = tmp_path / "two"
     run_dir.mkdir()
     (run_dir / "stop").write_text("asha: rung 0 (epoch 1), not in the top 1/3")
-    argv = ["train", str(cfg_path), "--data", str(dataset), "-o", str(run_dir), "--device", "cpu",
+    argv = ["train", str(cfg_path), "--dataset", str(dataset), "-o", str(run_dir), "--device", "cpu",
             "--no-progress", "--world-size", "2", "--init-method", f"file://{tmp_path / 'rendezvous'}"]
     _run_two_ranks(argv)
     result = TrialResult.read(run_dir / "result.json")

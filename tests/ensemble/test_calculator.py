@@ -127,5 +127,10 @@ def test_per_atom_uncertainty_and_stopping_md_outside_the_domain(calibrated_pote
     VelocityVerlet(inside, timestep=1.0 * units.fs).run(2)  # in the domain: runs
     with pytest.raises(OutOfDomainError, match="neighbour shells"):
         VelocityVerlet(vacancy, timestep=1.0 * units.fs).run(3)  # stops at once
+    for _ in range(2):  # asked again for the same structure: raises again, never the cached values
+        with pytest.raises(OutOfDomainError, match="neighbour shells"):
+            vacancy.get_potential_energy()
+    assert calc.results["in_domain"] is False  # the refused step's results are there to read
+    assert inside.get_potential_energy() == pytest.approx(inside.get_potential_energy())  # back in: fine
     with pytest.raises(Exception, match="on_out_of_domain must be one of"):
         calc.set(on_out_of_domain="stop")

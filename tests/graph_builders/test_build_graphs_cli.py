@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ase.io
 import numpy as np
 import pytest
 import torch
+from ase.build import bulk
+from ase.calculators.emt import EMT
+from ase.calculators.singlepoint import SinglePointCalculator
 
 from graph_builders.store import GraphStore
 from hydragnn_ensemble.cli import main
@@ -211,3 +215,40 @@ def test_demo_data_rejects_alloy_options_for_other_kinds(tmp_path, capsys):
     assert "error: --elements and --components apply to the alloy dataset only" in capsys.readouterr().err
     assert main(["demo-data", "alloy", "-o", str(tmp_path / "a.bp"), "--components", "3-2"]) == 2
     assert "error: --components must look like 2-3 or 2 (1 <= low <= high), got '3-2'" in capsys.readouterr().err
+
+
+def test_build_graphs_keeps_every_label_with_its_unit_and_names_what_it_leaves_out(tmp_path, capsys):
+    """Energy (the total), free energy, stress (Voigt), forces from the calculator results; numbers
+    from info and per-atom arrays as heads (units given on the command line); text and ASE's own
+    input arrays named as left out."""
+    frames = []
+    for k in range(6):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True)
+        atoms.rattle(0.05, seed=k)
+        atoms.info.update(config_type="bulk", REF_gap=0.1 * k)
+        atoms.arrays["REF_charge"] = np.full(len(atoms), 0.5 * k)
+        atoms.set_initial_magnetic_moments(np.ones(len(atoms)))
+        atoms.calc = EMT()
+        e, f, s = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
+        atoms.calc = SinglePointCalculator(atoms, energy=e, free_energy=e + 0.01, forces=f, stress=s)
+        frames.append(atoms)
+    path = tmp_path / "labelled.extxyz"
+    ase.io.write(path, frames)
+    out = tmp_path / "labelled.bp"
+    assert main(["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress",
+                 "--units", "REF_gap=eV"]) == 0
+    printed = capsys.readouterr().out
+    with GraphStore(out) as store:
+        heads = {h.name: (h.level, h.dim, h.unit) for h in store.heads}
+        assert heads == {"energy": ("graph", 1, "eV"), "free_energy": ("graph", 1, "eV"),
+                         "forces": ("node", 3, "eV/Å"), "stress": ("graph", 6, "eV/Å^3"),
+                         "REF_charge": ("node", 1, ""), "REF_gap": ("graph", 1, "eV")}
+        index = {int(i): k for k, i in enumerate(store.source_indices("trainset"))}
+        k = next(iter(index))
+        graph = store.get("trainset", index[k])
+        assert graph.y_stress[0].tolist() == pytest.approx(frames[k].get_stress().tolist(), rel=1e-5, abs=1e-7)
+        assert graph.y_REF_gap.item() == pytest.approx(0.1 * k)
+        assert graph.y_free_energy.item() == pytest.approx(frames[k].get_potential_energy() + 0.01, rel=1e-6)
+    assert "label info config_type left out (6 structure(s)): not a number" in printed
+    assert "label arrays initial_magmoms left out (6 structure(s)): an input of a calculation" in printed
+    assert "head 'REF_charge' (from atoms.arrays) has no unit; give one with --units REF_charge=UNIT" in printed

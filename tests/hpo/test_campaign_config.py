@@ -135,3 +135,13 @@ def test_search_space_keys_and_base_config_are_checked_against_the_schema(campai
     # another trial program reads its own config: only the paths into the base config are checked
     custom = load_campaign(campaign_files(search_space=typo, trial_program="my_trainer"))
     assert "NeuralNetwork.Architecture.hiden_dim" in custom.search_space
+
+
+def test_values_a_library_cannot_hold_and_names_with_a_newline_are_refused(campaign_files):
+    from hpo.campaign import CampaignConfigError, load_campaign
+
+    with pytest.raises(CampaignConfigError, match=r"trial_program: 'name\\n' is not a python module name"):
+        load_campaign(campaign_files(trial_program="name\n"))
+    space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 1, "high": 2**63}}
+    with pytest.raises(CampaignConfigError, match=r"'NeuralNetwork.Architecture.hidden_dim': 'high' must be within"):
+        load_campaign(campaign_files(search_space=space))

@@ -29,6 +29,10 @@ def with_curves_and_a_stop() -> list[dict]:
     stopped = {**result("stopped", 0.5, 8.0, "asha: rung 1"), "epochs": 3,
                "heads": {"energy": {"val_mae": 0.3}}}
     events.append({"event": "trial_finished", "time": 1044.0, "trial_id": 4, "attempt": 0, "result": stopped})
+    events.append({"event": "trial_started", "time": 1045.0, "trial_id": 5, "attempt": 0, "slots": [0],
+                   "hosts": ["node0"], "size": 1})
+    events.append({"event": "trial_finished", "time": 1055.0, "trial_id": 5, "attempt": 0,
+                   "result": result("timeout", 0.4, 10.0, "time budget of 10 s reached")})
     return events
 
 
@@ -45,9 +49,11 @@ def test_exported_storage_loads_back_in_optuna_as_the_journal_says(tmp_path, suf
     study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
     trials = study.get_trials()
     finished = sorted(state.finished, key=lambda r: r.trial_id)
-    assert [t.user_attrs["trial_id"] for t in trials] == [r.trial_id for r in finished] == [0, 1, 2, 3, 4]
-    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "FAIL", "PRUNED"]
-    assert [t.value for t in trials] == [0.5, None, 0.25, None, 0.5]
+    assert [t.user_attrs["trial_id"] for t in trials] == [r.trial_id for r in finished] == [0, 1, 2, 3, 4, 5]
+    # a timeout trained to its time limit and kept its best epoch: a complete trial with its value
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "FAIL", "PRUNED", "COMPLETE"]
+    assert [t.value for t in trials] == [0.5, None, 0.25, None, 0.5, 0.4]
+    assert trials[5].user_attrs["status"] == "timeout"
     assert study.best_trial.user_attrs["trial_id"] == 2 and study.best_value == 0.25
     for t, r in zip(trials, finished):
         assert t.params == r.params

@@ -80,7 +80,7 @@ def test_report_from_results_csv_only(campaign_dir, tmp_path):
 
 
 def test_cli_report(campaign_dir, tmp_path, capsys):
-    assert main(["report", str(campaign_dir), "--top", "2"]) == 0
+    assert main(["report", str(campaign_dir), "--top-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "best so far: trial 2, objective 0.25" in out
     assert "top 2 trials:" in out
@@ -91,3 +91,60 @@ def test_cli_report(campaign_dir, tmp_path, capsys):
     empty.mkdir()
     assert main(["report", str(empty)]) == 2
     assert "no journal.jsonl or results.csv" in capsys.readouterr().err
+
+
+def _hostile_campaign(directory) -> None:
+    """A campaign whose categorical values hold matplotlib mathtext and whose curves reach +-1e308."""
+    events = sample_events()
+    space = dict(events[0]["campaign"]["search_space"])
+    space["NeuralNetwork.Architecture.mpnn_type"] = {"type": "categorical", "choices": [r"$\frac$", "GIN", "PNA"]}
+    events[0]["campaign"] = {**events[0]["campaign"], "search_space": space}
+    for e in events:
+        if e["event"] == "trial_suggested" and e["params"]["NeuralNetwork.Architecture.mpnn_type"] == "GIN":
+            e["params"]["NeuralNetwork.Architecture.mpnn_type"] = r"$\frac$"
+    events += [{"event": "trial_progress", "time": 1034.0 + k, "trial_id": 4, "attempt": 0, "epoch": k + 1,
+                "objective": v} for k, v in enumerate([1e308, -1e308, 0.5])]
+    with Journal(directory / "journal.jsonl") as journal:
+        for event in events:
+            journal.append(event)
+
+
+def test_report_draws_mathtext_labels_and_huge_curves_as_plain_data(tmp_path):
+    directory = tmp_path / "hostile"
+    directory.mkdir()
+    _hostile_campaign(directory)
+    files = write_report(directory)
+    assert files.figure_errors == {}
+    for png in (files.objective_png, files.gantt_png, files.curves_png, files.parallel_png):
+        _check_png(png)
+    assert r"$\frac$" in files.html.read_text()  # in the trials table, as text
+
+
+def test_a_figure_that_fails_is_replaced_by_its_error_and_the_others_are_drawn(campaign_dir, monkeypatch, capsys):
+    import hpo.report as report
+
+    def broken(state, path):
+        raise ValueError("cannot draw this")
+
+    monkeypatch.setattr(report, "plot_gantt", broken)
+    files = write_report(campaign_dir)
+    assert files.figure_errors == {"gantt": "ValueError: cannot draw this"}
+    _check_png(files.objective_png)
+    assert "slot usage over time (Gantt): not drawn (ValueError: cannot draw this)" in files.html.read_text()
+    assert main(["report", str(campaign_dir)]) == 0
+    assert "figure 'gantt' not drawn: ValueError: cannot draw this" in capsys.readouterr().err
+
+
+def test_report_errors_are_one_line_with_exit_code_2(campaign_dir, tmp_path, capsys):
+    lines = (campaign_dir / "journal.jsonl").read_text().splitlines()
+    lines[3] = lines[3][:25] + "GARBAGE"
+    (campaign_dir / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["report", str(campaign_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "journal.jsonl: cannot replay the journal: line 4" in err[0]
+    ensemble = tmp_path / "ens"
+    ensemble.mkdir()
+    (ensemble / "manifest.json").write_text("not json")
+    assert main(["report", str(campaign_dir), "--ensemble", str(ensemble)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "manifest.json: not a readable ensemble manifest" in err[0]

@@ -90,3 +90,16 @@ def test_features_take_the_schema_defaults_not_their_own():
     assert (f.num_epoch, f.batch_size, f.heads) == (100, 32, 1)
     with pytest.raises(CostModelError, match="num_conv_layers"):
         TrialFeatures.from_config({"NeuralNetwork": {"Architecture": {"mpnn_type": "GIN", "hidden_dim": 8}}})
+
+
+def test_hydragnn_spellings_of_a_layer_are_sized_as_that_layer() -> None:
+    """HydraGNN writes PAINN for PaiNN: the cost model sizes such a trial as PaiNN (it used to refuse
+    it, so the trial got the smallest size and an average duration)."""
+    from scheduler.cost_model import TrialFeatures
+
+    def features(name: str) -> TrialFeatures:
+        return TrialFeatures.from_config({"NeuralNetwork": {
+            "Architecture": {"mpnn_type": name, "hidden_dim": 64, "num_conv_layers": 3},
+            "Training": {"batch_size": 32, "num_epoch": 10}}})
+
+    assert features("PAINN") == features("PaiNN") and features("schnet").mpnn_type == "SchNet"

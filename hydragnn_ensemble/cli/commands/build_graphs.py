@@ -9,8 +9,12 @@ NAME = "build-graphs"
 HELP = "Build graphs from atomic structures, grain microstructures or FEM meshes into an ADIOS2 dataset."
 EPILOG = """\
 inputs (a directory stands for every non-hidden file under it):
-  atomic     any file ASE or pymatgen reads; several structures per file are fine; energies/forces
-             stored in the file (e.g. extxyz) become the heads energy (graph, eV), forces (node, eV/A)
+  atomic     any file ASE or pymatgen reads; several structures per file are fine; every label
+             stored in the file becomes a head: energy (graph, eV, the structure's total),
+             free_energy, forces (node, eV/A), stress (graph, Voigt xx yy zz yz xz xy, eV/A^3),
+             other calculator results, numbers in the frame's info (graph) and numeric per-atom
+             arrays (node); labels without a unit get one with --units NAME=UNIT; what is
+             left out (text, ASE's own input arrays) is listed
   mesoscale  .npz with seeds [G,3] + box ([3] or scalar), optional orientations ([G,4] quaternions
              or [G,3] Euler), phases [G], periodic (default true); or labels (3-D int voxel map) with
              optional orientations/phases per label, voxel_size, periodic (default false);
@@ -32,11 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="input files or directories")
     parser.add_argument("-o", "--output", required=True, type=Path, help="dataset to write (.bp)")
-    parser.add_argument("--scale", required=True, choices=("atomic", "mesoscale", "continuum"))
+    parser.add_argument("--scale", required=True, choices=("atomic", "mesoscale", "continuum"),
+                        help="what the inputs hold: atomic structures, grain microstructures or FEM meshes")
     parser.add_argument("--cutoff", type=float, default=5.0, help="atomic: neighbour radius in Å (default 5.0)")
     parser.add_argument("--max-neighbours", type=int, default=None, help="atomic: keep the K nearest per atom")
     parser.add_argument("--allow-isolated", action="store_true",
                         help="atomic: accept atoms without any neighbour within the cutoff")
+    parser.add_argument("--units", action="append", default=[], metavar="NAME=UNIT",
+                        help="atomic: the unit of a label (repeatable, or comma-separated), e.g. "
+                             "REF_energy=eV; energies: eV is a total, eV/atom per atom")
     parser.add_argument("--features", default="", help="continuum: point-data arrays forming x, comma-separated")
     parser.add_argument("--targets", default="", help="continuum: point-data arrays stored as node heads")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
@@ -47,6 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def parse_units(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """['REF_energy=eV', 'a=GPa,b=K'] -> (('REF_energy', 'eV'), ('a', 'GPa'), ('b', 'K')); UserError
+    for an item without '='."""
+    from hydragnn_ensemble.cli import UserError
+
+    pairs = []
+    for item in (part.strip() for value in values for part in value.split(",")):
+        if not item:
+            continue
+        name, sep, unit = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--units takes NAME=UNIT (e.g. REF_energy=eV), got {item!r}")
+        pairs.append((name.strip(), unit.strip()))
+    return tuple(pairs)
 
 
 def parse_fractions(text: str) -> tuple[float, float, float]:
@@ -90,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
     fractions = parse_fractions(args.fractions)
     options = BatchBuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets),
-                           allow_isolated=args.allow_isolated)
+                           allow_isolated=args.allow_isolated, units=parse_units(args.units))
     files = expand_inputs(args.inputs)
     if not files:
         raise UserError("no input files found in " + ", ".join(args.inputs))

@@ -2,6 +2,11 @@
 
 Run it with one rank more than the slots you want: ``mpiexec -n 5 hydragnn-ensemble hpo c.yaml``
 gives rank 0 (scheduler) and 4 agents (one trial slot each).
+
+Exit codes: 0 the campaign ended (budget, max_trials); 1 the failure threshold stopped it; 2 it could
+not start (bad campaign file, configs that do not fit the dataset, directory in use); 75 an
+infrastructure fault stopped it (disk full, I/O error, trial processes that cannot start): fix it and
+run the same command with --resume.
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _summary_lines(summary) -> list[str]:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "none"
     best = "-" if summary.best_objective is None else f"{summary.best_objective:.6g} (trial {summary.best_trial})"
-    return [
+    lines = [
         f"campaign finished: {summary.reason}",
         f"  trials finished: {summary.finished} ({counts})",
         f"  best objective: {best}",
         f"  this run: {summary.elapsed_s:.1f} s",
     ]
+    if summary.failure_reasons:
+        lines.append("  failures by reason (the trials' logs: CAMPAIGN_DIR/trials/<id>/train.log):")
+        lines.extend(f"    {n:>4} x {reason}" for reason, n in summary.failure_reasons)
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from hpo.campaign_dir import CampaignDirError
     from hydragnn_ensemble.cli import UserError
     from scheduler.runtime import CampaignSetupError, run_campaign
+    from scheduler.runtime.faults import EXIT_INFRASTRUCTURE, InfrastructureFault
 
     comm = MPI.COMM_WORLD
     try:
@@ -54,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         if comm.Get_rank() != 0 and comm.Get_size() > 1:
             return 2  # rank 0 prints the reason once
         raise UserError(str(exc)) from None
+    except InfrastructureFault as fault:  # rank 0: the machine's fault, not a trial's
+        print(f"error: the campaign stopped on an infrastructure fault: {fault}", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     if summary is None:  # an agent rank
         return 0
     for line in _summary_lines(summary):

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, type=Path, help="predictions CSV to write")
     parser.add_argument("--forces-out", type=Path, default=None,
                         help="extxyz with per-atom node-head predictions (mean and std arrays)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="structures per forward pass (default 32)")
     parser.add_argument("--device", action="append", default=None, metavar="DEV",
                         help="torch device for members (repeat to spread members over GPUs; default cpu)")
     parser.add_argument("--allow-isolated", action="store_true",
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from hydragnn_ensemble.cli import UserError
     from ensemble.predictor import EnsemblePredictor
     from ensemble.inputs import load_inputs
-    from ensemble.outputs import write_node_extxyz, write_predictions_csv
+    from ensemble.outputs import reference_errors, write_node_extxyz, write_predictions_csv
 
     torch.set_num_threads(1)
     builder = partial(atoms_to_graph, allow_isolated=True) if args.allow_isolated else None
@@ -72,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     prediction = predictor.predict_graphs([item.graph for item in items])
     write_predictions_csv(items, prediction, args.output)
     print(f"{len(items)} structure(s) predicted by {predictor.num_members} member(s) -> {args.output}")
+    for head, (mae, count) in reference_errors(items, prediction).items():
+        unit = predictor.heads[head].unit
+        print(f"  {head}: MAE {mae:.4g}{' ' + unit if unit else ''} against the labels of {count} input structure(s) "
+              f"(columns {head}_ref/_error{'' if predictor.heads[head].level == 'graph' else ', _mae'})")
     if prediction.in_domain is not None and not prediction.in_domain.all():
         outside = [k for k, inside in enumerate(prediction.in_domain) if not inside]
         print(f"{len(outside)} of {len(items)} outside the ensemble's applicability domain (in_domain = no; "

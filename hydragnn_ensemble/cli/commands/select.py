@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fit the uncertainty model (latent distances and input domain on the trainset, "
                              "term weights on the valset), report the testset")
     parser.add_argument("--no-plots", action="store_true", help="with --calibrate: no PNG plots")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="structures per forward pass in greedy selection and calibration (default 32)")
     parser.add_argument("--force", action="store_true",
                         help="replace an ensemble directory written by an earlier select (never anything else)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -63,6 +64,20 @@ def _report_left_out(excluded: list) -> None:
         print(f"note: {len(stopped)} trial(s) stopped early by the campaign's stopper are not candidates "
               f"(select --include-stopped to allow them); the best of them: {best}"
               f"{' ...' if len(stopped) > 5 else ''}", file=sys.stderr)
+
+
+def _warn_small_valset(dataset: str | None, method: str) -> None:
+    """A warning when the valset the members were chosen on is too small to choose on."""
+    from ensemble.calibration import small_split_warning
+    from graph_builders.store import GraphStore
+
+    if dataset is None:
+        return
+    with GraphStore(dataset) as store:
+        count = store.num_graphs("valset") if "valset" in store.split_names else 0
+    warning = small_split_warning("valset", count, f"choose members on ({method} selection)")
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
     _report_left_out(manifest.selection.excluded)
+    if args.method != "topk":
+        _warn_small_valset(manifest.dataset, args.method)
     print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
     print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
     for m in manifest.members:
@@ -106,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from exc
         print(f"\nuncertainty (fitted on the trainset and {report.fit_split}, metrics on {report.eval_split}):")
         print(report.format_table())
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if report.plots:
             print(f"plots in {args.output / 'calibration'}")
     return 0

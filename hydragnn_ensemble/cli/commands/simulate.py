@@ -9,22 +9,23 @@ HELP = "simulate an HPO campaign's placement on a large cluster (discrete events
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=8192)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--trials", type=int, default=800)
+    parser.add_argument("--nodes", type=int, default=8192, help="nodes of the simulated machine (default 8192)")
+    parser.add_argument("--gpus-per-node", type=int, default=8, help="slots (GPUs/GCDs) per node (default 8)")
+    parser.add_argument("--trials", type=int, default=800, help="trials of the synthetic workload (default 800)")
     parser.add_argument("--policy", default="load-aware", help="a placement policy of "
                         "scheduler.placement.registry: load-aware, fixed-block, fifo, fifo-skip, first-fit")
     parser.add_argument("--block-nodes", type=int, default=256, help="block of the fixed-block policy")
     parser.add_argument("--estimate-error", type=float, default=0.5,
                         help="sigma of the lognormal scatter of true run times around the predictions")
     parser.add_argument("--target-duration", type=float, default=1800.0, help="sizing target (s)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the workload and the estimate errors")
     parser.add_argument("--replay", help="results.csv of a real campaign (m:wall_time_s, m:slots)")
     parser.add_argument("--ask-latency-ms", type=float, default=0.0, help="optimizer ask latency per batch")
-    parser.add_argument("--failure-rate", type=float, default=0.0)
+    parser.add_argument("--failure-rate", type=float, default=0.0, help="fraction of trials that fail (default 0)")
     parser.add_argument("--bad-nodes", type=int, default=0, help="nodes failing every trial (drained)")
-    parser.add_argument("--max-pending", type=int, default=None)
-    parser.add_argument("-o", "--output", default="sim.json")
+    parser.add_argument("--max-pending", type=int, default=None,
+                        help="at most this many candidates wait for placement (default: the pool factor)")
+    parser.add_argument("-o", "--output", default="sim.json", help="result file (default sim.json)")
     parser.add_argument("--plot", action="store_true", help="also write <output>_util.png and _gantt.png")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -1,0 +1,48 @@
+"""The command line as a whole: every option says what it does, and one flag name means one thing."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from hydragnn_ensemble.cli import build_parser, main
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    missing = [f"{name} {'/'.join(a.option_strings) or a.dest}"
+               for name, sub in _subparsers().items() for a in sub._actions
+               if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert missing == []
+
+
+def test_one_flag_name_per_meaning_across_commands() -> None:
+    """The dataset is --dataset and the number of trials taken --top-k in every command."""
+    flags = {name: {s for a in sub._actions for s in a.option_strings if a.help != argparse.SUPPRESS}
+             for name, sub in _subparsers().items()}
+    assert all("--data" not in f and "--top" not in f for f in flags.values())
+    assert {"train", "hpo", "select"} <= {n for n, f in flags.items() if "--dataset" in f}
+    assert {"select", "export", "report"} <= {n for n, f in flags.items() if "--top-k" in f}
+
+
+@pytest.mark.parametrize("argv, dest, value", [
+    (["train", "c.json", "--data", "d.bp", "-o", "r"], "dataset", "d.bp"),
+    (["report", "camp", "--top", "3"], "top_k", 3),
+])
+def test_old_flag_names_still_work_and_say_the_new_one(argv, dest, value, capsys) -> None:
+    args = build_parser().parse_args(argv)
+    assert getattr(args, dest) == value
+    new = "--dataset" if dest == "dataset" else "--top-k"
+    assert f"use {new}" in capsys.readouterr().err
+
+
+def test_a_usage_error_is_one_line_and_exit_code_2(tmp_path, capsys) -> None:
+    code = main(["report", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "nowhere" in err[0]
