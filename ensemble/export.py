@@ -197,14 +197,13 @@ def _write_optuna(campaign_dir: Path, path: Path) -> Path:
     """The campaign as an Optuna journal file at ``path`` (replacing an earlier export's)."""
     from hpo.campaign_reader import read_campaign_dir
     from hpo.optuna_study import write_optuna_storage
-    from hpo.space import SearchSpace
 
     record = read_campaign_dir(campaign_dir)
-    if record.state is None or "search_space" not in record.frozen:
+    if record.state is None or record.frozen.search_space is None:
         raise ExportError(f"{campaign_dir}: no journal and search space to export as an Optuna study")
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
-    write_optuna_storage(record.state, SearchSpace.from_dict(record.frozen["search_space"]), tmp)
+    write_optuna_storage(record.state, record.frozen.search_space, tmp)
     os.replace(tmp, path)
     return path
 

@@ -21,6 +21,7 @@ import difflib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
@@ -28,11 +29,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hpo.campaign_dir import FROZEN_BASE_CONFIG, FROZEN_CAMPAIGN, CampaignDir
-from hpo.objective import check_objective_key
+from hpo.objective import ObjectiveKey, check_objective_key
 from hpo.optimizers import OptimizerOptionError, check_optimizer_options
-from hpo.space import ConfigPathError, SearchSpace, check_config_paths
+from hpo.space import ConfigPathError, SearchSpace, SearchSpaceError, check_config_paths
 
 __all__ = [
+    "FrozenCampaign",
     "CampaignChangedError",
     "CampaignConfig",
     "CampaignConfigError",
@@ -122,6 +124,7 @@ class EarlyStoppingConfig(_Strict):
 
 
 LOSS_FUNCTION_KEY = "NeuralNetwork.Training.loss_function_type"
+DEFAULT_OBJECTIVE = "objective"
 
 
 class CampaignConfig(_Strict):
@@ -213,6 +216,48 @@ class CampaignConfig(_Strict):
     def frozen_dict(self) -> dict[str, Any]:
         """Plain-data form (JSON types, absolute paths, defaults filled) written by :func:`freeze`."""
         return self.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class FrozenCampaign:
+    """The campaign a run of a campaign started with, as its journal (``campaign_started``) and
+    ``campaign.yaml`` record it: the validated :class:`CampaignConfig` (without the checks that its
+    files exist, so a copied directory reads) or, for a partial or foreign record, None; and what
+    every reader needs from it, typed, in both cases."""
+
+    data: Mapping[str, Any]  # as recorded (plain JSON types)
+    config: CampaignConfig | None
+    objective: ObjectiveKey
+    search_space: SearchSpace | None
+    dataset: Path | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "FrozenCampaign":
+        """Read a recorded campaign; the parts that do not validate are None (never an error: the
+        record is history, and a journal of another version still reads)."""
+        data = dict(data or {})
+        try:
+            config: CampaignConfig | None = CampaignConfig.model_validate(data)
+        except ValidationError:
+            config = None
+        try:
+            objective = ObjectiveKey.parse(str(data.get("objective", DEFAULT_OBJECTIVE)))
+        except ValueError:
+            objective = ObjectiveKey.parse(DEFAULT_OBJECTIVE)
+        try:
+            space = SearchSpace.from_dict(data["search_space"]) if data.get("search_space") else None
+        except (SearchSpaceError, TypeError):
+            space = None
+        dataset = Path(data["dataset"]) if isinstance(data.get("dataset"), str) and data["dataset"] else None
+        return cls(data, config, objective, space, dataset)
+
+    @classmethod
+    def of(cls, config: CampaignConfig) -> "FrozenCampaign":
+        """The frozen form of a validated campaign (what a run journals)."""
+        return cls.from_dict(config.frozen_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
 
 
 # -- loading ------------------------------------------------------------------------------------

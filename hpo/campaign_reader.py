@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpo.campaign import FrozenCampaign
 from hpo.campaign_dir import CampaignDir
 from hpo.journal import TornJournalLineWarning, read_events
 from hpo.state import CampaignState
-
-DEFAULT_OBJECTIVE = "objective"
-
 
 class CampaignReadError(ValueError):
     """A campaign directory that cannot be read (missing, unreadable journal or frozen files)."""
@@ -32,16 +30,16 @@ class CampaignRecord:
 
     cdir: CampaignDir
     state: CampaignState | None  # None: no journal (and no results.csv)
-    frozen: dict[str, Any]  # the frozen campaign.yaml (or the journal's campaign_started copy)
+    frozen: FrozenCampaign  # the frozen campaign.yaml (or the journal's campaign_started copy)
     base_config: dict[str, Any] | None
 
     @property
     def objective_key(self) -> str:
-        return str(self.frozen.get("objective", DEFAULT_OBJECTIVE))
+        return self.frozen.objective.text
 
     @property
     def dataset(self) -> Path | None:
-        return Path(self.frozen["dataset"]) if self.frozen.get("dataset") else None
+        return self.frozen.dataset
 
     def trial_ids(self) -> list[int]:
         """Every trial the journal knows or that has a directory, ascending."""
@@ -73,14 +71,14 @@ def read_campaign_dir(campaign_dir: str | os.PathLike) -> CampaignRecord:
     if not cdir.root.is_dir():
         raise CampaignReadError(f"{cdir.root}: campaign directory does not exist")
     state = _state(cdir)
-    frozen: dict[str, Any] = {}
+    frozen = FrozenCampaign.from_dict({})
     if cdir.campaign_yaml.exists():
         try:
-            frozen = load_frozen_dict(cdir.root)
+            frozen = FrozenCampaign.from_dict(load_frozen_dict(cdir.root))
         except ValueError as exc:
             raise CampaignReadError(str(exc)) from exc
-    elif state is not None and state.campaign:
-        frozen = dict(state.campaign)
+    elif state is not None and state.campaign is not None:
+        frozen = state.campaign
     base = None
     if cdir.base_config.exists():
         try:

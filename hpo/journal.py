@@ -5,7 +5,8 @@ after a crash the journal holds every event whose ``append`` returned, plus at m
 line. :func:`read_journal` drops such a torn last line (and says so), also when it is valid JSON
 but not a complete event (a truncation that happened to end on a brace); a bad line or an
 incomplete event anywhere else is corruption and an error naming the line. What the events mean (the campaign's state) is
-:mod:`hpo.state`'s job. Events: see ``hpo._events.EVENT_FIELDS``.
+:mod:`hpo.state`'s job; the events are :mod:`hpo.events`' typed classes, written as their
+``to_json()`` object (a plain mapping is checked against the same vocabulary and written as it is).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from hpo._events import EVENT_FIELDS, JournalEventError, check_event
+from hpo.events import JournalEvent, JournalEventError, check_record
 
 try:  # orjson is ~5x faster on the 100k-event replay; the stdlib is the fallback
     import orjson
@@ -86,7 +87,7 @@ def _parse_line(line: bytes) -> dict | None:
 
 def _complete(event: Mapping[str, Any]) -> bool:
     try:
-        check_event(event)
+        check_record(event)
     except JournalEventError:
         return False
     return True
@@ -101,14 +102,15 @@ class JournalContents:
     torn_line_number: int | None = None
 
 
-def prepare_events(events: Iterable[Mapping[str, Any]]) -> list[dict]:
-    """The records as they will be written: copies with ``time`` added when missing, each checked
-    (raises ValueError naming the missing fields)."""
+def prepare_events(events: Iterable[JournalEvent | Mapping[str, Any]]) -> list[dict]:
+    """The records as they will be written: each event's ``to_json()`` (a mapping: a copy), with
+    ``time`` added when missing, each checked (raises ValueError naming the missing fields)."""
     records = []
     for event in events:
-        record = dict(event)
-        record.setdefault("time", time.time())
-        check_event(record)
+        record = event.to_json() if isinstance(event, JournalEvent) else dict(event)
+        if record.get("time") is None:
+            record["time"] = time.time()
+        check_record(record)
         records.append(record)
     return records
 
@@ -171,7 +173,7 @@ def _what_is_wrong(line: bytes) -> str:
     if not isinstance(event, dict):
         return f"a JSON {type(event).__name__}, not an object"
     try:
-        check_event(event)
+        check_record(event)
     except JournalEventError as exc:
         return str(exc)
     return "unknown problem"
@@ -244,11 +246,11 @@ class Journal:
                 stacklevel=3,
             )
 
-    def append(self, event: Mapping[str, Any]) -> dict:
+    def append(self, event: JournalEvent | Mapping[str, Any]) -> dict:
         """Write one event (``time`` added when missing), flush and fsync. Returns what was written."""
         return self.append_many([event])[0]
 
-    def append_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict]:
+    def append_many(self, events: Iterable[JournalEvent | Mapping[str, Any]]) -> list[dict]:
         """Write ``events`` in order (``time`` added when missing), then flush and fsync once
         (group commit: whole lines, in order; a crash loses at most this batch)."""
         records = self.write_many(events)
@@ -256,7 +258,7 @@ class Journal:
             self.fsync()
         return records
 
-    def write_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict]:
+    def write_many(self, events: Iterable[JournalEvent | Mapping[str, Any]]) -> list[dict]:
         """Write ``events`` in order into the operating system's cache, without fsync: they survive
         the death of this process, not of the machine, until :meth:`fsync`."""
         records = prepare_events(events)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 
+from hpo.events import JournalEvent
 from hpo.journal import Journal
 
 
@@ -72,7 +73,7 @@ class BackgroundJournal:
         if self._error is not None:
             raise RuntimeError(f"writing the journal {self.journal.path} failed: {self._error!r}") from self._error
 
-    def submit(self, events: list[dict]) -> list[dict]:
+    def submit(self, events: list[JournalEvent | dict]) -> list[dict]:
         """Write events now (``time`` added and checked) and have them fsync'ed soon; returns the
         records as written."""
         with self._cond:

@@ -32,6 +32,7 @@ from typing import Any
 
 from hpo.space import CategoricalParam, FloatParam, IntParam, SearchSpace
 from hpo.state import CampaignState, TrialRecord
+from hpo.status import TrialStatus
 
 #: The study name of an exported campaign (``optuna-dashboard`` lists it).
 STUDY_NAME = "hydragnn-ensemble"
@@ -57,11 +58,10 @@ def distributions(space: SearchSpace) -> dict[str, Any]:
 def _state_of(record: TrialRecord) -> Any:
     from optuna.trial import TrialState
 
-    if record.status in ("completed", "timeout"):
-        return TrialState.COMPLETE
-    if record.status == "stopped":
-        return TrialState.PRUNED
-    return TrialState.FAIL
+    states = {TrialStatus.COMPLETED: TrialState.COMPLETE, TrialStatus.TIMEOUT: TrialState.COMPLETE,
+              TrialStatus.STOPPED: TrialState.PRUNED, TrialStatus.DIVERGED: TrialState.FAIL,
+              TrialStatus.FAILED: TrialState.FAIL}
+    return states[record.status]
 
 
 def _when(t: float | None) -> datetime.datetime | None:
@@ -71,20 +71,20 @@ def _when(t: float | None) -> datetime.datetime | None:
 def _user_attrs(record: TrialRecord) -> dict[str, Any]:
     last = record.last_attempt
     assert last is not None
-    result = record.result or {}
-    wall = result.get("wall_time_s")
-    if wall is None and last.start is not None and last.end is not None:
+    result = record.result
+    wall = result.wall_time_s if result is not None else None
+    if not wall and last.start is not None and last.end is not None:
         wall = last.end - last.start
     slots = max(len(last.slots), last.size, 1)
     attrs: dict[str, Any] = {
-        "trial_id": record.trial_id, "status": record.status, "slots": list(last.slots), "size": last.size,
+        "trial_id": record.trial_id, "status": str(record.status), "slots": list(last.slots), "size": last.size,
         "hosts": sorted(set(last.hosts)), "attempts": len(record.attempts),
         "wall_time_s": wall, "slot_seconds": None if wall is None else float(wall) * slots,
-        "epochs": result.get("epochs"), "failure_reason": last.reason,
+        "epochs": result.epochs if result is not None else None, "failure_reason": last.reason,
     }
-    for head, metrics in (result.get("heads") or {}).items():
-        if isinstance(metrics, dict) and metrics.get("val_mae") is not None:
-            attrs[f"val_mae:{head}"] = metrics["val_mae"]
+    for head, metrics in (result.heads if result is not None else {}).items():
+        if metrics.val_mae is not None:
+            attrs[f"val_mae:{head}"] = metrics.val_mae
     return attrs
 
 

@@ -23,7 +23,9 @@ from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
 from hpo.failures import failure_counts
 from hpo.results_table import head_error, result_heads
+from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
+from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
 
 __all__ = [
     "ReportFigures",
@@ -39,15 +41,19 @@ __all__ = [
     "write_report",
 ]
 
-STATUS_COLOURS = {
-    "completed": "#2ca02c",
-    "diverged": "#ff7f0e",
-    "timeout": "#9467bd",
-    "stopped": "#8c564b",
-    "failed": "#d62728",
-    "interrupted": "#7f7f7f",
-    "running": "#1f77b4",
+#: one colour per status, every final and pending one (the Gantt chart, the curves, the objective plot)
+STATUS_COLOURS: dict[Status, str] = {
+    TrialStatus.COMPLETED: "#2ca02c",
+    TrialStatus.DIVERGED: "#ff7f0e",
+    TrialStatus.TIMEOUT: "#9467bd",
+    TrialStatus.STOPPED: "#8c564b",
+    TrialStatus.FAILED: "#d62728",
+    PendingStatus.INTERRUPTED: "#7f7f7f",
+    PendingStatus.RUNNING: "#1f77b4",
+    PendingStatus.RETRYING: "#bcbd22",
+    PendingStatus.SUGGESTED: "#c7c7c7",
 }
+assert set(STATUS_COLOURS) == set(ALL_STATUSES)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -96,8 +102,8 @@ def prediction_error(state: CampaignState) -> CostPredictionError:
             if predicted is None:
                 continue
             recorded += 1
-            wall = (attempt.result or {}).get("wall_time_s")
-            if attempt.status != "completed" or not predicted > 0 or not isinstance(wall, (int, float)) or wall <= 0:
+            wall = attempt.result.wall_time_s if attempt.result is not None else 0.0
+            if attempt.status != TrialStatus.COMPLETED or not predicted > 0 or not wall > 0:
                 continue
             errors.append(abs(math.log(predicted / (_attempt_slots(attempt) * wall))))
     if not errors:
@@ -110,7 +116,7 @@ def prediction_error(state: CampaignState) -> CostPredictionError:
 class ReportFigures:
     """The figures of the report."""
 
-    counts: dict[str, int]
+    counts: dict[Status, int]
     num_trials: int
     best: TrialRecord | None
     top: list[TrialRecord]
@@ -180,8 +186,8 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         finished_reason=state.finished_reason,
         short_names=_short_names(keys),
         cost_model_error=prediction_error(state),
-        stopped=[(r.trial_id, int((r.result or {}).get("epochs") or 0)) for r in state.finished
-                 if r.status == "stopped"],
+        stopped=[(r.trial_id, r.result.epochs if r.result is not None else 0) for r in state.finished
+                 if r.status == TrialStatus.STOPPED],
         failures=failure_counts(r.last_attempt.reason or r.status for r in state.finished
                                 if r.objective is None and r.last_attempt is not None),
     )
@@ -231,14 +237,14 @@ def format_summary(summary: ReportFigures) -> str:
         header = ["rank", "trial", "objective", *names, *[f"{h} MAE" for h in heads], "slots", "wall_s"]
         rows = []
         for rank, record in enumerate(summary.top, start=1):
-            result = record.result or {}
+            result = record.result
             last = record.last_attempt
             rows.append(
                 [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
                 + [_cell(record.params.get(k, "")) for k in summary.param_keys]
                 + [_cell(head_error(record, h, "val_mae")) if head_error(record, h, "val_mae") is not None else "-"
                    for h in heads]
-                + [str(_attempt_slots(last)) if last else "", _cell(result.get("wall_time_s", ""))]
+                + [str(_attempt_slots(last)) if last else "", _cell(result.wall_time_s if result is not None else "")]
             )
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
         lines.append("")
@@ -257,10 +263,9 @@ def _head_units(records: list[TrialRecord], heads: list[str]) -> dict[str, str]:
     units: dict[str, str] = {}
     for record in records:
         for head in heads:
-            metrics = ((record.result or {}).get("heads") or {}).get(head)
-            unit = metrics.get("unit") if isinstance(metrics, dict) else None
-            if isinstance(unit, str) and unit and head not in units:
-                units[head] = unit
+            metrics = record.result.heads.get(head) if record.result is not None else None
+            if metrics is not None and metrics.unit and head not in units:
+                units[head] = metrics.unit
     return units
 
 
@@ -300,17 +305,17 @@ def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
     values = [y for _, ys in by_status.values() for y in ys]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     for status, (xs, ys) in sorted(by_status.items()):
-        ax.scatter(xs, ys, s=18, color=STATUS_COLOURS.get(status, "#7f7f7f"), label=f"{status} ({len(xs)})",
+        ax.scatter(xs, ys, s=18, color=STATUS_COLOURS[status], label=f"{status} ({len(xs)})",
                    zorder=3)
     ax.step(best_x, best_y, where="post", color="black", linewidth=1.5, label="best so far", zorder=4)
     if values and min(values) > 0 and max(values) / min(values) > 100:
         ax.set_yscale("log")
     top = max(values) if values else 1.0
     for status, xs in sorted(fail_x.items()):
-        ax.scatter(xs, [top] * len(xs), marker="x", color=STATUS_COLOURS.get(status, STATUS_COLOURS["failed"]),
+        ax.scatter(xs, [top] * len(xs), marker="x", color=STATUS_COLOURS[status],
                    label=f"{status}, no objective ({len(xs)})", zorder=3, clip_on=False)
     ax.set_xlabel("trials in finishing order")
-    ax.set_ylabel(_plain(f"objective ({state.objective_key}, lower is better)"))
+    ax.set_ylabel(_plain(f"objective ({state.objective_name}, lower is better)"))
     title = "objective per trial"
     if state.best_trial is not None:
         title += f" - best: trial {state.best_trial.trial_id} = {state.best_objective:.4g}"
@@ -403,7 +408,7 @@ def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
     for status, items in bars.items():  # one collection per status: 10,000 bars draw in well under a second
         boxes = [[(start, slot - 0.4), (start + width, slot - 0.4), (start + width, slot + 0.4), (start, slot + 0.4)]
                  for slot, start, width in items]
-        ax.add_collection(PolyCollection(boxes, facecolors=STATUS_COLOURS.get(status, "#bbbbbb"),
+        ax.add_collection(PolyCollection(boxes, facecolors=STATUS_COLOURS[status],
                                          edgecolors="white", linewidths=0.5 if len(items) < 2000 else 0.0))
     span = (state.last_time or t0) - t0
     if len(labels) <= 150 and num_slots <= 64:
@@ -419,7 +424,7 @@ def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
         ax.set_yticks(range(num_slots))
     ax.invert_yaxis()
     ax.set_title(f"slot usage: {len(labels)} trial attempts on {num_slots} slots")
-    ax.legend(handles=[Patch(color=STATUS_COLOURS.get(s, "#bbbbbb"), label=s) for s in sorted(bars)],
+    ax.legend(handles=[Patch(color=STATUS_COLOURS[s], label=str(s)) for s in sorted(bars)],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
@@ -446,15 +451,15 @@ def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
         epochs, values = zip(*points)
         is_best = record is best
         ax.plot(epochs, values, lw=2.2 if is_best else 0.8, alpha=1.0 if is_best else 0.55,
-                color=STATUS_COLOURS.get(record.status, "#7f7f7f"),
+                color=STATUS_COLOURS[record.status],
                 label=f"best: trial {record.trial_id}" if is_best else None)
-        if record.status == "stopped":
+        if record.status == TrialStatus.STOPPED:
             ax.plot(epochs[-1], values[-1], "x", color="#d62728", ms=5)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(_plain(f"validation {state.objective_key}"))
+    ax.set_ylabel(_plain(f"validation {state.objective_name}"))
     ax.set_yscale("log" if all(v > 0 for _, c in curves for _, v in c if v is not None and abs(v) <= CURVE_LIMIT)
                   else "linear")
-    stopped = sum(r.status == "stopped" for r, _ in curves)
+    stopped = sum(r.status == TrialStatus.STOPPED for r, _ in curves)
     ax.set_title(f"learning curves of {len(curves)} trials ({stopped} stopped early: x)")
     if best is not None:
         ax.legend(loc="upper right")
@@ -521,7 +526,7 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     short = summary.short_names
     found: list[Any] = []
     try:
-        found = _importances(record.frozen.get("search_space"), state)
+        found = _importances(record.frozen.search_space, state)
     except Exception as exc:  # noqa: BLE001 - one section that fails never stops the report
         errors["importance"] = _one_line(exc)
     if found:
@@ -578,15 +583,8 @@ def watch_report(campaign_dir: str | os.PathLike, every_s: float, top: int = 10,
         sleep(every_s)
 
 
-def _importances(space_spec: Any, state: CampaignState) -> list[Any]:
+def _importances(space: SearchSpace | None, state: CampaignState) -> list[Any]:
     """The campaign's hyperparameter importances, or [] (no frozen search space, too few trials)."""
     from hpo.importance import campaign_importances
-    from hpo.space import SearchSpace, SearchSpaceError
 
-    if not space_spec:
-        return []
-    try:
-        space = SearchSpace.from_dict(space_spec)
-    except SearchSpaceError:
-        return []
-    return campaign_importances(state, space)
+    return [] if space is None else campaign_importances(state, space)

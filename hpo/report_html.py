@@ -83,19 +83,19 @@ def _trials_table(state: CampaignState, short: dict[str, str], limit: int = 200)
     keys = state.param_keys
     rows = []
     for rank, r in enumerate(ranked, start=1):
-        result = r.result or {}
+        result = r.result
         last = r.last_attempt
-        rows.append([rank, r.trial_id, f"{r.objective:.6g}", r.status,
+        rows.append([rank, r.trial_id, f"{r.objective:.6g}", str(r.status),
                      *[r.params.get(k, "") for k in keys],
-                     len(last.slots) if last else "", result.get("epochs", ""),
-                     f"{result['wall_time_s']:.1f}" if isinstance(result.get("wall_time_s"), (int, float)) else ""])
+                     len(last.slots) if last else "", result.epochs if result is not None else "",
+                     f"{result.wall_time_s:.1f}" if result is not None else ""])
     header = ["rank", "trial", "objective", "status", *[short.get(k, k) for k in keys], "slots", "epochs", "wall_s"]
     return _table(header, rows, text_columns=[3] + [4 + i for i, k in enumerate(keys)
                                                    if any(isinstance(r.params.get(k), str) for r in ranked)])
 
 
 def _failures(state: CampaignState) -> str:
-    reasons = [r.last_attempt.reason or r.status for r in state.finished
+    reasons = [r.last_attempt.reason or str(r.status) for r in state.finished
                if r.objective is None and r.last_attempt is not None]  # a timeout with its best epoch is no failure
     if not reasons:
         return "<p>No trial failed.</p>"

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
+from hpo.status import TrialStatus
+from hydragnn_ensemble.result import HeadMetrics, TrialResult
 
 __all__ = ["FAILURE_MARKER", "METADATA_COLUMNS", "results_rows", "state_from_results_csv", "write_results_csv"]
 
@@ -71,8 +73,14 @@ def _rel(t: float | None, t0: float | None) -> str:
     return "" if t is None or t0 is None else f"{t - t0:.6f}"
 
 
+#: DeepHyper's ``job_status`` of each final status: a job that ended with a result is DONE
+JOB_STATUS: dict[TrialStatus, str] = {TrialStatus.COMPLETED: "DONE", TrialStatus.DIVERGED: "DONE",
+                                      TrialStatus.TIMEOUT: "DONE", TrialStatus.STOPPED: "DONE",
+                                      TrialStatus.FAILED: "FAILED"}
+
+
 def _job_status(record: TrialRecord) -> str:
-    return "FAILED" if record.status == "failed" else "DONE"
+    return JOB_STATUS[record.status]
 
 
 def _gathered(record: TrialRecord) -> tuple[float, int]:
@@ -87,18 +95,14 @@ def result_heads(records: list[TrialRecord]) -> list[str]:
     """The heads the trials' results report, in the order they first appear."""
     names: dict[str, None] = {}
     for record in records:
-        heads = (record.result or {}).get("heads")
-        if isinstance(heads, dict):
-            names.update(dict.fromkeys(heads))
+        if record.result is not None:
+            names.update(dict.fromkeys(record.result.heads))
     return list(names)
 
 
 def head_error(record: TrialRecord, head: str, error: str) -> float | None:
     """One error (``val_mae`` ...) of one head in a trial's result, or None."""
-    heads = (record.result or {}).get("heads")
-    metrics = heads.get(head) if isinstance(heads, dict) else None
-    value = metrics.get(error) if isinstance(metrics, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None if record.result is None else record.result.metric(head, error)
 
 
 def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
@@ -112,7 +116,7 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     for record in sorted(state.finished, key=_gathered):
         last = record.last_attempt
         assert last is not None
-        result = record.result or {}
+        result = record.result
         loss = record.objective
         rows.append(
             [_fmt(record.params.get(k)) for k in keys]
@@ -126,15 +130,14 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
                 _rel(last.start, t0),
                 _rel(last.end, t0),
                 _rel(record.suggested_time, t0),
-                record.status,
+                str(record.status),
                 str(len(record.attempts)),
                 ";".join(str(s) for s in last.slots),
                 ";".join(dict.fromkeys(last.hosts)),
                 str(last.size),
-                _fmt(result.get("wall_time_s")),
-                _fmt(result.get("epochs")),
-                _fmt(result.get("num_parameters")),
-                _fmt(result.get("peak_memory_mb")),
+                *(("", "", "", "") if result is None else (
+                    _fmt(result.wall_time_s), _fmt(result.epochs), _fmt(result.num_parameters),
+                    _fmt(result.peak_memory_mb))),
                 _fmt(last.reason),
             ]
             + [_fmt(head_error(record, h, e)) for h in heads for e in HEAD_ERRORS]
@@ -175,6 +178,26 @@ def _loss(row: dict[str, str]) -> float | None:
     return -float(objective) if objective and not objective.startswith(FAILURE_MARKER) else None
 
 
+def _result_of_row(row: dict[str, str], status: TrialStatus, loss: float | None) -> TrialResult:
+    """The part of a trial's result a results.csv row holds (its m: columns)."""
+    def number(key: str, cast=float) -> Any:
+        text = row.get(f"m:{key}") or ""
+        try:
+            return cast(text) if text else None
+        except ValueError:
+            return None
+
+    heads: dict[str, HeadMetrics] = {}
+    for key in row:
+        for error in HEAD_ERRORS:
+            if key.startswith("m:") and key.endswith(f"_{error}"):
+                head = key[2:-len(error) - 1]
+                setattr(heads.setdefault(head, HeadMetrics()), error, number(f"{head}_{error}"))
+    return TrialResult(status=status, objective=loss, heads=heads, num_parameters=number("num_parameters", int),
+                       epochs=number("epochs", int) or 0, wall_time_s=number("wall_time_s") or 0.0,
+                       peak_memory_mb=number("peak_memory_mb"), failure_reason=row.get("m:failure_reason") or None)
+
+
 def state_from_results_csv(path: str | os.PathLike) -> CampaignState:
     """The campaign state a results.csv holds (for a directory without its journal): trials with
     their last attempt, objective and timestamps relative to the first start."""
@@ -191,9 +214,10 @@ def state_from_results_csv(path: str | os.PathLike) -> CampaignState:
             slots=[int(s) for s in (row.get("m:slots") or "").split(";") if s],
             hosts=[h for h in (row.get("m:host") or "").split(";") if h],
             size=int(row.get("m:size") or 0),
-            status=row.get("m:status") or "completed",
+            status=TrialStatus(row.get("m:status") or TrialStatus.COMPLETED),
             reason=row.get("m:failure_reason") or None,
         )
+        attempt.result = _result_of_row(row, attempt.status, _loss(row))
         record.attempts[attempt.attempt] = attempt
         record.objective = _loss(row)
         state.trials[record.trial_id] = record

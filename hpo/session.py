@@ -21,6 +21,7 @@ from typing import Any
 
 from hpo.campaign import RESUMABLE_KEYS, CampaignConfig, check_unchanged, freeze
 from hpo.campaign_dir import CampaignDir, CampaignLock, check_new, check_resumable
+from hpo.events import JournalEvent
 from hpo.journal import Journal, read_journal
 from hpo.journal_writer import BackgroundJournal
 from hpo.optimizers import Optimizer, make_optimizer
@@ -74,7 +75,7 @@ class CampaignSession:
             freeze(config, cdir.root)
             cdir.trials.mkdir(exist_ok=True)
             state = CampaignState.replay(events)
-            runs = sum(e.get("event") == "campaign_started" for e in events)
+            runs = len(state.segments)  # the runs before this one
             optimizer = make_optimizer(config.optimizer.name, config.space,
                                        config.seed + RESUME_SEED_STRIDE * runs, config.optimizer.options)
             for params, objective in state.history():
@@ -102,10 +103,11 @@ class CampaignSession:
                            f"({len(contents.torn_line)} bytes) left by the crash")
         return contents.events
 
-    def record(self, events: list[dict]) -> None:
+    def record(self, events: list[JournalEvent]) -> None:
         """Journal ``events`` (written now, fsync'ed soon) and fold them into the live state."""
-        for written in self.journal.submit(events):
-            self.state.apply(written)
+        self.journal.submit(events)
+        for event in events:
+            self.state.apply(event)
 
     def sync(self) -> None:
         """Wait until everything recorded is fsync'ed."""

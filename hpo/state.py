@@ -1,6 +1,7 @@
-"""The campaign's state, folded from its journal events one at a time (one handler per event).
+"""The campaign's state, folded from its journal events one at a time (one handler per event type).
 
-:meth:`CampaignState.apply` takes one event; :meth:`CampaignState.replay` folds a whole journal (the
+:meth:`CampaignState.apply` takes one typed event (:mod:`hpo.events`); :meth:`CampaignState.replay`
+folds a whole journal (its records, read with :func:`hpo.journal.read_events`, or typed events; the
 garbage collector paused: 100,000 events in about a second). The runtime keeps a live state and
 applies each event as it is written, so ``results.csv`` and the reports never replay the journal.
 
@@ -8,6 +9,7 @@ What the fold guarantees: finished trials exactly once (an event written twice i
 trials that were running when the campaign stopped (to be re-run as their next attempt), decided
 retries, the next trial id, counts and the best objective. An attempt left running when a later
 ``campaign_started`` (a restart) or a later attempt of the same trial comes becomes ``interrupted``.
+Statuses are :class:`hpo.status.TrialStatus` (final) and :class:`hpo.status.PendingStatus`.
 """
 
 from __future__ import annotations
@@ -16,26 +18,38 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpo._events import EVENT_FIELDS, JournalEventError
+from hpo.campaign import FrozenCampaign
+from hpo.events import (
+    EVENT_TYPES,
+    JOURNAL_FORMAT,
+    CampaignFinished,
+    CampaignStarted,
+    JournalEvent,
+    JournalEventError,
+    TrialEnded,
+    TrialFailed,
+    TrialFinished,
+    TrialProgress,
+    TrialStarted,
+    TrialStopRequested,
+    TrialSuggested,
+    event_from_json,
+)
 from hpo.journal import collector_paused
-from hpo.objective import objective_value
-from hydragnn_ensemble.result import STATUSES
+from hpo.objective import ObjectiveKey
+from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
+from hydragnn_ensemble.result import EpochReport, TrialResult
 
-__all__ = ["FINAL_STATUSES", "JOURNAL_STATES", "AttemptRecord", "CampaignState", "TrialRecord"]
-
-FINAL_STATUSES = STATUSES  # how an attempt ended (hydragnn_ensemble.result.TrialStatus)
-#: What the journal also says of a trial: started and not ended (``running``), cut short by a
-#: restart (``interrupted``), failed with a re-run decided (``retrying``), never started (``suggested``).
-JOURNAL_STATES: tuple[str, ...] = ("running", "interrupted", "retrying", "suggested")
+__all__ = ["AttemptRecord", "CampaignState", "TrialRecord"]
 
 
 @dataclass(slots=True)
 class AttemptRecord:
     """One run of a trial on some slots.
 
-    ``status`` is a final status (``completed``, ``diverged``, ``timeout``, ``failed``),
-    ``running`` (started, no end event yet) or ``interrupted`` (started, and the campaign was
-    restarted or the trial re-run before it ended)."""
+    ``status`` is a :class:`TrialStatus` once the attempt ended, else ``PendingStatus.RUNNING``
+    (started, no end event yet) or ``PendingStatus.INTERRUPTED`` (the campaign was restarted or the
+    trial re-run before it ended)."""
 
     attempt: int
     start: float | None = None
@@ -43,19 +57,20 @@ class AttemptRecord:
     slots: list[int] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     size: int = 0
-    status: str = "running"
+    status: Status = PendingStatus.RUNNING
     reason: str | None = None
     log_tail: str | None = None
-    result: dict | None = None
+    result: TrialResult | None = None
     predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
     retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
-    curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, objective) reported
+    reports: list[EpochReport] = field(default_factory=list)  # the epochs it reported, in order
+    curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, campaign objective)
     stop_requested: str | None = None  # the campaign asked it to stop (early discarding), and why
     stop_obeyed: bool | None = None  # it ended by itself after the request (False: terminated)
 
     @property
     def ended(self) -> bool:
-        return self.status in FINAL_STATUSES
+        return isinstance(self.status, TrialStatus)
 
 
 @dataclass(slots=True)
@@ -73,13 +88,13 @@ class TrialRecord:
         return self.attempts[max(self.attempts)] if self.attempts else None
 
     @property
-    def status(self) -> str:
-        """The final status, ``running``, ``interrupted``, ``retrying`` (the last attempt failed and
-        the runtime decided to re-run it) or ``suggested`` (never started)."""
+    def status(self) -> Status:
+        """The final status, or the pending one: running, interrupted, retrying (the last attempt
+        failed and the runtime decided to re-run it) or suggested (never started)."""
         last = self.last_attempt
         if last is None:
-            return "suggested"
-        return "retrying" if last.retry_size is not None else last.status
+            return PendingStatus.SUGGESTED
+        return PendingStatus.RETRYING if last.retry_size is not None else last.status
 
     @property
     def finished(self) -> bool:
@@ -87,7 +102,7 @@ class TrialRecord:
         return last is not None and last.ended and last.retry_size is None
 
     @property
-    def result(self) -> dict | None:
+    def result(self) -> TrialResult | None:
         last = self.last_attempt
         return None if last is None else last.result
 
@@ -102,12 +117,13 @@ class CampaignState:
     """The state of a campaign folded from its journal (see the module docstring)."""
 
     trials: dict[int, TrialRecord] = field(default_factory=dict)
-    campaign: dict[str, Any] | None = None
-    objective_key: str = "objective"
+    campaign: FrozenCampaign | None = None  # the last run's frozen campaign
+    objective_key: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
     start_time: float | None = None
     last_time: float | None = None
     segments: list[list[float]] = field(default_factory=list)  # [start, end, slots] of each run
     finished_reason: str | None = None
+    journal_format: int = JOURNAL_FORMAT  # of the last run (hpo.events.JOURNAL_FORMAT)
     num_events: int = 0
     num_duplicates: int = 0
     #: every epoch report, ``(trial_id, epoch, objective)`` in journal order: what a stopper replays
@@ -116,126 +132,131 @@ class CampaignState:
 
     # -- folding ----------------------------------------------------------------------------------
     @classmethod
-    def replay(cls, events: Iterable[Mapping[str, Any]]) -> "CampaignState":
-        """Fold ``events`` in order, with the garbage collector paused."""
+    def replay(cls, events: Iterable[JournalEvent | Mapping[str, Any]]) -> "CampaignState":
+        """Fold ``events`` (typed, or a journal's records) in order, with the garbage collector paused."""
         state = cls()
         with collector_paused():
             for event in events:
+                if not isinstance(event, JournalEvent):
+                    try:
+                        event = event_from_json(event)
+                    except (JournalEventError, KeyError, TypeError, ValueError) as exc:
+                        raise JournalEventError(f"journal event #{state.num_events + 1}: {exc}") from None
                 state.apply(event)
         return state
 
-    def apply(self, event: Mapping[str, Any]) -> None:
+    def apply(self, event: JournalEvent) -> None:
         """Fold one event into the state."""
-        name = event.get("event")
-        handler = _HANDLERS.get(name)  # type: ignore[arg-type]
+        handler = _HANDLERS.get(type(event))
         if handler is None:
-            raise JournalEventError(
-                f"journal event #{self.num_events + 1}: unknown event {name!r}; known: {sorted(EVENT_FIELDS)}")
-        t = event.get("time")
+            raise JournalEventError(f"journal event #{self.num_events + 1}: unknown event {event!r}; "
+                                    f"known: {sorted(EVENT_TYPES)}")
+        t = event.time
         if t is not None:
             if self.start_time is None:
                 self.start_time = t
             self.last_time = t
-            if self.segments and name != "campaign_started":
+            if self.segments and not isinstance(event, CampaignStarted):
                 self.segments[-1][1] = t  # a run lasts until its last event before a restart
         self.num_events += 1
-        handler(self, event, t)
+        handler(self, event)
 
-    def _trial(self, event: Mapping[str, Any]) -> TrialRecord:
-        trial_id = event["trial_id"]
+    @property
+    def objective_name(self) -> str:
+        """The campaign's objective key as written (``objective``, ``heads.<h>.val_mae`` ...)."""
+        return self.objective_key.text
+
+    def _trial(self, trial_id: int) -> TrialRecord:
         record = self.trials.get(trial_id)
         if record is None:
             record = self.trials[trial_id] = TrialRecord(trial_id)
         return record
 
-    def _on_suggested(self, event: Mapping[str, Any], t: float | None) -> None:
-        if event["trial_id"] in self.trials and self.trials[event["trial_id"]].params:
+    def _on_suggested(self, event: TrialSuggested) -> None:
+        if event.trial_id in self.trials and self.trials[event.trial_id].params:
             self.num_duplicates += 1
             return
-        record = self._trial(event)
-        record.params = event["params"]
-        record.suggested_time = t
+        record = self._trial(event.trial_id)
+        record.params = event.params
+        record.suggested_time = event.time
 
-    def _on_started(self, event: Mapping[str, Any], t: float | None) -> None:
-        record = self._trial(event)
-        attempt = event["attempt"]
-        if attempt in record.attempts:
+    def _on_started(self, event: TrialStarted) -> None:
+        record = self._trial(event.trial_id)
+        if event.attempt in record.attempts:
             self.num_duplicates += 1
             return
         for earlier in record.attempts.values():
-            if earlier.status == "running":  # re-run without an end event: cut short
-                earlier.status = "interrupted"
-                earlier.end = t
-        slots = event.get("slots") or []
+            if earlier.status == PendingStatus.RUNNING:  # re-run without an end event: cut short
+                earlier.status = PendingStatus.INTERRUPTED
+                earlier.end = event.time
         record.objective = None  # the last attempt has not ended
-        record.attempts[attempt] = AttemptRecord(
-            attempt, start=t, slots=slots, hosts=event.get("hosts") or [],
-            size=event.get("size") or len(slots), predicted_slot_s=event.get("predicted_slot_s"))
+        record.attempts[event.attempt] = AttemptRecord(
+            event.attempt, start=event.time, slots=list(event.slots), hosts=list(event.hosts),
+            size=event.size, predicted_slot_s=event.predicted_slot_s)
 
-    def _on_progress(self, event: Mapping[str, Any], t: float | None) -> None:
-        record = self._trial(event)
-        attempt = record.attempts.get(event["attempt"])
+    def _on_progress(self, event: TrialProgress) -> None:
+        attempt = self._trial(event.trial_id).attempts.get(event.attempt)
         if attempt is None:
-            raise JournalEventError(f"journal event #{self.num_events}: progress of trial {event['trial_id']} "
-                                    f"attempt {event['attempt']}, which never started")
-        value = event["objective"]
-        epoch = int(event["epoch"])
-        attempt.curve.append((epoch, None if value is None else float(value)))
-        self.progress.append((event["trial_id"], epoch, None if value is None else float(value)))
+            raise JournalEventError(f"journal event #{self.num_events}: progress of trial {event.trial_id} "
+                                    f"attempt {event.attempt}, which never started")
+        if self.journal_format < 2:  # format 1 journaled the campaign's objective value as ``objective``
+            value = ObjectiveKey.parse("objective").of_report(event.report)
+        else:
+            value = self.objective_key.of_report(event.report)
+        attempt.reports.append(event.report)
+        attempt.curve.append((event.report.epoch, value))
+        self.progress.append((event.trial_id, event.report.epoch, value))
 
-    def _on_stop_requested(self, event: Mapping[str, Any], t: float | None) -> None:
-        attempt = self._trial(event).attempts.get(event["attempt"])
+    def _on_stop_requested(self, event: TrialStopRequested) -> None:
+        attempt = self._trial(event.trial_id).attempts.get(event.attempt)
         if attempt is not None:
-            attempt.stop_requested = event["reason"]
+            attempt.stop_requested = event.reason
 
-    def _on_ended(self, event: Mapping[str, Any], t: float | None) -> None:
-        key = (event["trial_id"], event["attempt"])
+    def _on_ended(self, event: TrialEnded) -> None:
+        key = (event.trial_id, event.attempt)
         if key in self._seen_ends:
             self.num_duplicates += 1
             return
         self._seen_ends.add(key)
-        record = self._trial(event)
-        attempt = record.attempts.get(event["attempt"])
+        record = self._trial(event.trial_id)
+        attempt = record.attempts.get(event.attempt)
         if attempt is None:  # end without a start (start event lost): keep the result
-            attempt = record.attempts[event["attempt"]] = AttemptRecord(event["attempt"])
-        result = event.get("result")
-        attempt.end = t
-        if event.get("started_at") is not None:  # when its processes ran (agents' clocks)
-            attempt.start = event["started_at"]
-        if event.get("ended_at") is not None:
-            attempt.end = event["ended_at"]
-        attempt.result = result
-        if event.get("stop") is not None:
-            attempt.stop_obeyed = event["stop"] == "obeyed"
-        if event["event"] == "trial_failed":
-            attempt.status = "failed"
-            attempt.reason = event.get("reason")
-            attempt.log_tail = event.get("log_tail")
-            if event.get("will_retry"):  # journals before retry_size: the same size
-                attempt.retry_size = event.get("retry_size") or attempt.size or 1
+            attempt = record.attempts[event.attempt] = AttemptRecord(event.attempt)
+        attempt.end = event.time
+        if event.started_at is not None:  # when its processes ran (agents' clocks)
+            attempt.start = event.started_at
+        if event.ended_at is not None:
+            attempt.end = event.ended_at
+        attempt.result = event.result
+        if event.stop is not None:
+            attempt.stop_obeyed = event.stop == "obeyed"
+        if isinstance(event, TrialFailed):
+            attempt.status = TrialStatus.FAILED
+            attempt.reason = event.reason
+            attempt.log_tail = event.log_tail
+            if event.will_retry:  # journals before retry_size: the same size
+                attempt.retry_size = event.retry_size or attempt.size or 1
         else:
-            attempt.status = (result or {}).get("status", "completed")
-            attempt.reason = (result or {}).get("failure_reason")
-        if attempt.status not in FINAL_STATUSES:
-            raise JournalEventError(
-                f"journal event #{self.num_events}: trial {event['trial_id']} has unknown status {attempt.status!r}")
+            attempt.status = event.result.status if event.result is not None else TrialStatus.COMPLETED
+            attempt.reason = event.result.failure_reason if event.result is not None else None
         if attempt.attempt == max(record.attempts):  # the objective is the last attempt's
-            record.objective = objective_value(result, self.objective_key)
+            record.objective = self.objective_key.of_result(event.result)
 
-    def _on_campaign_started(self, event: Mapping[str, Any], t: float | None) -> None:
+    def _on_campaign_started(self, event: CampaignStarted) -> None:
         previous_end = self.segments[-1][1] if self.segments else None
         for record in self.trials.values():
             for attempt in record.attempts.values():
-                if attempt.status == "running":
-                    attempt.status = "interrupted"
+                if attempt.status == PendingStatus.RUNNING:
+                    attempt.status = PendingStatus.INTERRUPTED
                     attempt.end = previous_end if previous_end is not None else attempt.start
-        self.campaign = event.get("campaign")
-        self.objective_key = (self.campaign or {}).get("objective", "objective")
+        self.campaign = event.campaign
+        self.objective_key = event.campaign.objective
+        self.journal_format = event.format
         self.finished_reason = None
-        self.segments.append([t, t, _num_slots(event.get("slots"))])
+        self.segments.append([event.time, event.time, event.slots])
 
-    def _on_campaign_finished(self, event: Mapping[str, Any], t: float | None) -> None:
-        self.finished_reason = event.get("reason")
+    def _on_campaign_finished(self, event: CampaignFinished) -> None:
+        self.finished_reason = event.reason
 
     # -- views ------------------------------------------------------------------------------------
     @property
@@ -248,25 +269,22 @@ class CampaignState:
         """Trials whose last attempt started and never ended (running or interrupted), or failed
         with a re-run decided but not started (retrying): to re-run once each, as attempt
         ``record.next_attempt``."""
-        return [
-            r for _, r in sorted(self.trials.items())
-            if r.status in ("running", "interrupted", "retrying")
-        ]
+        cut_short = (PendingStatus.RUNNING, PendingStatus.INTERRUPTED, PendingStatus.RETRYING)
+        return [r for _, r in sorted(self.trials.items()) if r.status in cut_short]
 
     @property
     def suggested_only(self) -> list[TrialRecord]:
         """Trials suggested (in the candidate pool) but never started."""
-        return [r for _, r in sorted(self.trials.items()) if r.status == "suggested"]
+        return [r for _, r in sorted(self.trials.items()) if r.status == PendingStatus.SUGGESTED]
 
     @property
     def next_trial_id(self) -> int:
         return max(self.trials) + 1 if self.trials else 0
 
     @property
-    def counts(self) -> dict[str, int]:
-        """Number of trials per status (final statuses, ``running``, ``interrupted``, ``retrying``,
-        ``suggested``)."""
-        out = {s: 0 for s in (*FINAL_STATUSES, *JOURNAL_STATES)}
+    def counts(self) -> dict[Status, int]:
+        """Number of trials per status (every final and pending status, zeros included)."""
+        out: dict[Status, int] = {s: 0 for s in ALL_STATUSES}
         for record in self.trials.values():
             out[record.status] += 1
         return out
@@ -301,9 +319,8 @@ class CampaignState:
     @property
     def param_keys(self) -> list[str]:
         """Search-space keys (from the campaign, else from the trials, in first-seen order)."""
-        space = (self.campaign or {}).get("search_space")
-        if space:
-            return list(space)
+        if self.campaign is not None and self.campaign.search_space is not None:
+            return list(self.campaign.search_space.keys)
         keys: dict[str, None] = {}
         for _, record in sorted(self.trials.items()):
             keys.update(dict.fromkeys(record.params))
@@ -314,21 +331,13 @@ class CampaignState:
         return [(r.params, r.objective) for r in self.finished]
 
 
-def _num_slots(slots: Any) -> int:
-    if isinstance(slots, int):
-        return slots
-    if isinstance(slots, (list, tuple)):
-        return len(slots)
-    return 0
-
-
-_HANDLERS: dict[str, Callable[[CampaignState, Mapping[str, Any], float | None], None]] = {
-    "trial_suggested": CampaignState._on_suggested,
-    "trial_started": CampaignState._on_started,
-    "trial_progress": CampaignState._on_progress,
-    "trial_stop_requested": CampaignState._on_stop_requested,
-    "trial_finished": CampaignState._on_ended,
-    "trial_failed": CampaignState._on_ended,
-    "campaign_started": CampaignState._on_campaign_started,
-    "campaign_finished": CampaignState._on_campaign_finished,
+_HANDLERS: dict[type, Callable[[CampaignState, Any], None]] = {
+    TrialSuggested: CampaignState._on_suggested,
+    TrialStarted: CampaignState._on_started,
+    TrialProgress: CampaignState._on_progress,
+    TrialStopRequested: CampaignState._on_stop_requested,
+    TrialFinished: CampaignState._on_ended,
+    TrialFailed: CampaignState._on_ended,
+    CampaignStarted: CampaignState._on_campaign_started,
+    CampaignFinished: CampaignState._on_campaign_finished,
 }

@@ -41,21 +41,33 @@ from hydragnn_ensemble.untrusted_files import read_bytes, write_atomic
 
 class TrialStatus(str, Enum):
     """How a trial attempt ended: the one definition every package uses (a ``str``: compares
-    equal to its value, ``"completed"`` etc., as read from result.json and the journal)."""
+    equal to its value, ``"completed"`` etc., as read from result.json and the journal). What a
+    trial is before it ends (suggested, running, ...) is :class:`hpo.status.PendingStatus`."""
 
-    COMPLETED = "completed"
-    DIVERGED = "diverged"
-    TIMEOUT = "timeout"
-    STOPPED = "stopped"
-    FAILED = "failed"
+    COMPLETED = "completed"  # trained its whole budget (or early-stopped on its own patience)
+    DIVERGED = "diverged"  # its loss became NaN/inf; the best epoch before is kept
+    TIMEOUT = "timeout"  # reached its time limit; the best epoch so far is kept
+    STOPPED = "stopped"  # the campaign's stopper ended it after an epoch; the best epoch is kept
+    FAILED = "failed"  # no objective: an exception, a crash, a kill, a bad result.json
+
+    def __str__(self) -> str:  # the word, as in result.json, everywhere it is printed
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def has_objective(self) -> bool:
+        """A trial that ended so has an objective (its best epoch's) for the optimizer."""
+        return self in _WITH_OBJECTIVE
 
 
+_WITH_OBJECTIVE = frozenset({TrialStatus.COMPLETED, TrialStatus.TIMEOUT, TrialStatus.STOPPED})
 #: Every final status, in the order reports list them.
-STATUSES: tuple[str, ...] = tuple(s.value for s in TrialStatus)
+STATUSES: tuple[TrialStatus, ...] = tuple(TrialStatus)
 #: Statuses with an objective: completed, and timeout or stopped (the trainer keeps its best epoch
 #: so far).
-STATUSES_WITH_OBJECTIVE: tuple[str, ...] = (TrialStatus.COMPLETED.value, TrialStatus.TIMEOUT.value,
-                                            TrialStatus.STOPPED.value)
+STATUSES_WITH_OBJECTIVE: tuple[TrialStatus, ...] = tuple(s for s in TrialStatus if s.has_objective)
 #: The failure reason of a trial process killed by SIGKILL that it did not ask for (the kernel's
 #: out-of-memory killer, most often); a campaign retries such a trial once on more slots.
 OOM_REASON = "killed (SIGKILL, possibly out of memory)"
@@ -108,17 +120,35 @@ class TrialResult:
     checkpoint: str | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        try:
+            self.status = TrialStatus(self.status)
+        except ValueError:
+            raise ValueError(f"status must be one of {[s.value for s in STATUSES]}, got {self.status!r}") from None
 
     @property
     def ok(self) -> bool:
         """True for a completed trial with an objective (a ``timeout`` trial also has one, from its
         best epoch within the budget, and may join an ensemble when it saved a checkpoint)."""
-        return self.status == "completed" and self.objective is not None
+        return self.status == TrialStatus.COMPLETED and self.objective is not None
+
+    def metric(self, head: str, name: str) -> float | None:
+        """One error of one head (``val_mae``, ``val_rmse``, ``test_mae``, ``test_rmse``), or None."""
+        metrics = self.heads.get(head)
+        return None if metrics is None else getattr(metrics, name)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The result.json object (plain JSON types)."""
+        out = asdict(self)
+        out["status"] = self.status.value
+        return out
+
+    @classmethod
+    def from_journal(cls, d: dict) -> "TrialResult":
+        """A result as this program wrote it into a campaign journal (trusted: no validation beyond
+        the status; keys an older or newer version wrote are ignored)."""
+        heads = {name: HeadMetrics(**{k: v for k, v in m.items() if k in _HEAD_FIELDS})
+                 for name, m in (d.get("heads") or {}).items()}
+        return cls(**{k: v for k, v in d.items() if k in _FIELDS and k != "heads"}, heads=heads)
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrialResult":
@@ -154,8 +184,8 @@ class TrialResult:
                 if value is not None and not math.isfinite(value):
                     setattr(metrics, key, None)
                     bad.append(f"heads.{head}.{key}")
-        if bad and self.status in ("completed", "timeout"):
-            self.status = "diverged"
+        if bad and self.status in (TrialStatus.COMPLETED, TrialStatus.TIMEOUT):
+            self.status = TrialStatus.DIVERGED
             self.failure_reason = f"not finite: {', '.join(bad)}"
         elif bad:  # stopped, diverged, failed: the status stands, the reason says what was dropped
             note = f"not finite (dropped): {', '.join(bad)}"
@@ -180,6 +210,42 @@ class TrialResult:
             raise ValueError(f"{path}: not a valid result.json ({exc})") from exc
 
 
+_FIELDS = frozenset(TrialResult.__dataclass_fields__)
+_HEAD_FIELDS = frozenset(HeadMetrics.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """One finished epoch of a trial: its ``progress.jsonl`` line (the trainer's
+    :class:`hydragnn_ensemble.train.progress.EpochChannel` writes it, the campaign's agent reads it
+    with :func:`scheduler.runtime.progress_tail.parse_line`): epochs finished (from 1), that epoch's
+    validation objective and per-head validation MAE/RMSE (None where not finite), seconds since the
+    trial started."""
+
+    epoch: int
+    objective: float | None
+    heads: dict[str, HeadMetrics] = field(default_factory=dict)
+    elapsed_s: float | None = None
+
+    def metric(self, head: str, name: str) -> float | None:
+        """``val_mae`` or ``val_rmse`` of one head in this epoch, or None."""
+        metrics = self.heads.get(head)
+        return None if metrics is None else getattr(metrics, name)
+
+    def to_dict(self) -> dict:
+        """The progress line's object (and the journal's ``trial_progress`` fields)."""
+        return {"epoch": self.epoch, "objective": self.objective,
+                "heads": {h: {"val_mae": m.val_mae, "val_rmse": m.val_rmse} for h, m in self.heads.items()},
+                "elapsed_s": self.elapsed_s}
+
+    @classmethod
+    def from_journal(cls, d: dict) -> "EpochReport":
+        """A report as the journal holds it (trusted; ``heads``/``elapsed_s`` absent in old journals)."""
+        heads = {name: HeadMetrics(val_mae=m.get("val_mae"), val_rmse=m.get("val_rmse"))
+                 for name, m in (d.get("heads") or {}).items()}
+        return cls(int(d["epoch"]), d.get("objective"), heads, d.get("elapsed_s"))
+
+
 def _checked(key: str, value: Any) -> Any:
     """``value`` of result.json ``key`` if its type is right (texts cut), else ValueError."""
     if value is None:
@@ -191,7 +257,7 @@ def _checked(key: str, value: Any) -> Any:
     if isinstance(value, int) and abs(value) > MAX_INT:
         raise ValueError(f"{key!r} must be within +-2**53, got an integer of {value.bit_length()} bits")
     if key == "status" and value not in STATUSES:
-        raise ValueError(f"'status' must be one of {STATUSES}, got {value!r}")
+        raise ValueError(f"'status' must be one of {[s.value for s in STATUSES]}, got {value!r}")
     if isinstance(value, float) and key != "objective" and not math.isfinite(value):
         raise ValueError(f"{key!r} must be finite, got {value}")
     if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:

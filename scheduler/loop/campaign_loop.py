@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
-from hpo.objective import objective_value
+from hpo.objective import ObjectiveKey
 from hpo.stoppers import Stopper
-from hydragnn_ensemble.result import OOM_REASON, TrialResult, TrialStatus
+from hydragnn_ensemble.result import OOM_REASON, EpochReport, TrialResult, TrialStatus
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import CandidateSource, QueuedTrial, RunningTrial, TrialSpec
@@ -54,7 +54,7 @@ class LoopRules:
     retry_oom_on_more_slots: bool = True
     failure_threshold: float = 0.5
     min_trials_for_threshold: int = 8
-    objective: str = "objective"
+    objective: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
     max_pending: int | None = None  # a cap on the waiting candidates (the simulator's latency runs)
 
     @classmethod
@@ -64,7 +64,8 @@ class LoopRules:
                    prefetch_below_s=cfg.prefetch_below_s, retries=cfg.retries,
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,
                    failure_threshold=cfg.failure_threshold,
-                   min_trials_for_threshold=cfg.min_trials_for_threshold, objective=cfg.objective)
+                   min_trials_for_threshold=cfg.min_trials_for_threshold,
+                   objective=ObjectiveKey.parse(cfg.objective))
 
 
 class LoopActions(ABC):
@@ -88,8 +89,9 @@ class LoopActions(ABC):
         """The trial sent ahead behind ``before`` started (at ``rt.start_time``)."""
 
     @abstractmethod
-    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
-        """``rt`` finished ``epoch`` epochs with the campaign objective ``value`` (None: not finite)."""
+    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
+        """``rt`` finished ``report.epoch`` epochs with the campaign objective ``value`` (None: not
+        finite)."""
 
     @abstractmethod
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
@@ -197,24 +199,24 @@ class CampaignLoop:
             self.book.submit(spec, now)
 
     # -- events --------------------------------------------------------------------------------------
-    def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[Mapping[str, Any]]) -> None:
-        """A running trial attempt finished ``epochs`` (progress.jsonl lines: ``epoch``,
-        ``objective``, ``heads``); the stopper sees each one and may ask the trial to stop."""
+    def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[EpochReport]) -> None:
+        """A running trial attempt finished ``epochs`` (its progress.jsonl lines); the stopper sees
+        each one and may ask the trial to stop."""
         rt = self.book.running.get(trial_id)
         if rt is None or rt.spec.attempt != attempt:
             raise RuntimeError(f"progress of trial {trial_id} attempt {attempt}, which is not running")
         for report in epochs:
-            epoch = int(report["epoch"])
-            value = objective_value({"status": "completed", "objective": report.get("objective"),
-                                     "heads": report.get("heads") or {}}, self.rules.objective)
-            self.actions.progressed(rt, epoch, value)
+            epoch = report.epoch
+            value = self.rules.objective.of_report(report)
+            self.actions.progressed(rt, report, value)
             if value is not None and (rt.best_value is None or value < rt.best_value):
-                rt.best_value, rt.best_report = value, dict(report)
+                rt.best_value, rt.best_report = value, report
             if self.stopper is None or rt.stopping is not None:
                 continue
             if self.stopper.report(trial_id, epoch, math.nan if value is None else value):
                 shown = "not finite" if value is None else f"{value:.4g}"
-                rt.stopping = f"early stopping ({self.stopper.name}) after epoch {epoch}: {self.rules.objective} {shown}"
+                rt.stopping = (f"early stopping ({self.stopper.name}) after epoch {epoch}: "
+                               f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
 
     def trial_ended(self, trial_id: int, result: TrialResult, now: float, ended_at: float | None = None) -> None:
@@ -230,7 +232,7 @@ class CampaignLoop:
         if retry_size is not None:
             self.book.submit(spec.next_attempt(retry_size), now)
             return
-        objective = objective_value(result, self.rules.objective)
+        objective = self.rules.objective.of_result(result)
         self.outcomes.record(spec.trial_id, result, objective)
         self.actions.finished(spec, result, objective)
         if self.stop_reason is None:

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hpo.failures import failure_group, most_common_failure
-from hydragnn_ensemble.result import STATUSES, TrialResult
+from hydragnn_ensemble.result import TrialResult, TrialStatus
 
 
 @dataclass
@@ -27,9 +27,9 @@ class Outcomes:
         best = state.best_trial
         return cls(
             finished=state.num_finished, failed=state.num_failed,
-            statuses=Counter({k: v for k, v in state.counts.items() if v and k in STATUSES}),
+            statuses=Counter({k: v for k, v in state.counts.items() if v and isinstance(k, TrialStatus)}),
             best_objective=state.best_objective, best_trial=best.trial_id if best is not None else None,
-            failure_reasons=[(r.last_attempt.reason or r.status, r.last_attempt.log_tail or "")
+            failure_reasons=[(r.last_attempt.reason or str(r.status), r.last_attempt.log_tail or "")
                              for r in state.finished if r.objective is None])
 
     def record(self, trial_id: int, result: TrialResult, objective: float | None) -> None:
@@ -38,7 +38,7 @@ class Outcomes:
         self.statuses[result.status] += 1
         if objective is None:
             self.failed += 1
-            self.failure_reasons.append((result.failure_reason or result.status, result.log_tail or ""))
+            self.failure_reasons.append((result.failure_reason or str(result.status), result.log_tail or ""))
         elif self.best_objective is None or objective < self.best_objective:
             self.best_objective, self.best_trial = objective, trial_id
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hydragnn_ensemble.result import EpochReport
 from scheduler.sizing import SizedTrial
 
 
@@ -49,7 +50,7 @@ class RunningTrial:
     slots: tuple[int, ...]
     start_time: float
     stopping: str | None = None  # why the stopper asked it to stop (it ends after its epoch)
-    best_report: dict[str, Any] | None = None  # its epoch report with the lowest campaign objective
+    best_report: EpochReport | None = None  # its epoch report with the lowest campaign objective
     best_value: float | None = None  # that objective
 
     def predicted_end(self) -> float:

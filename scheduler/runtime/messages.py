@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hydragnn_ensemble.result import EpochReport, TrialResult
+
 TAG_START = 11
 TAG_KILL = 12
 TAG_SHUTDOWN = 13
@@ -109,7 +111,7 @@ class TrialProgress:
     agent_rank: int
     trial_id: int
     attempt: int
-    epochs: tuple[dict, ...]
+    epochs: tuple[EpochReport, ...]
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,8 @@ class PartExited:
 
     ``returncode`` follows :class:`subprocess.Popen` (negative = killed by that signal).
     ``timed_out``: the agent killed it for exceeding ``kill_after_s``; ``killed_reason``: rank 0 asked
-    (``KillTrial``) or the agent shut down. ``result``: the parsed ``result.json`` when
-    ``read_result`` was set and the file was valid; ``result_error`` says why it could not be read.
+    (``KillTrial``) or the agent shut down. ``result``: the ``result.json`` read (once, by the agent)
+    when ``read_result`` was set and the file was valid; ``result_error`` says why it could not be read.
     ``fault``: an infrastructure fault ended it (:mod:`scheduler.runtime.faults`): not the trial's.
     """
 
@@ -160,7 +162,7 @@ class PartExited:
     end_time: float
     timed_out: bool = False
     killed_reason: str | None = None
-    result: dict | None = None
+    result: TrialResult | None = None
     result_error: str | None = None
     log_tail: str = ""
     extra: dict = field(default_factory=dict)

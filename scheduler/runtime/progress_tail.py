@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hydragnn_ensemble.result import EpochReport, HeadMetrics
 from hydragnn_ensemble.untrusted_files import NotRegularFileError, read_bytes
 
 MAX_READ_BYTES = 1 << 20  # per read: a runaway writer cannot make the agent read gigabytes at once
@@ -42,10 +43,10 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def parse_line(line: str) -> dict[str, Any] | None:
-    """An epoch report ``{"epoch": int in 1..MAX_EPOCH, "objective": float | None, "heads": {name:
-    {"val_mae": float | None, "val_rmse": float | None}}}`` from one line, or None when the line is
-    not one (see the module docstring)."""
+def parse_line(line: str) -> EpochReport | None:
+    """The :class:`EpochReport` of one line (``epoch`` an int in 1..MAX_EPOCH, ``objective`` and
+    each head's ``val_mae``/``val_rmse`` a number or null, ``elapsed_s`` a number or absent), or None
+    when the line is not one (see the module docstring)."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -59,13 +60,14 @@ def parse_line(line: str) -> dict[str, Any] | None:
         return None
     try:
         objective = _number(data.get("objective"))
-        clean = {str(name): {key: _number(m.get(key)) for key in ("val_mae", "val_rmse")}
+        elapsed = _number(data.get("elapsed_s"))
+        clean = {str(name): HeadMetrics(val_mae=_number(m.get("val_mae")), val_rmse=_number(m.get("val_rmse")))
                  for name, m in heads.items() if isinstance(m, dict)}
     except ValueError:
         return None
     if len(clean) != len(heads):
         return None
-    return {"epoch": epoch, "objective": objective, "heads": clean}
+    return EpochReport(epoch, objective, clean, elapsed if elapsed is not None and elapsed >= 0 else None)
 
 
 class ProgressTail:
@@ -84,7 +86,7 @@ class ProgressTail:
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(f"{self.path.name}: {text}")
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[EpochReport]:
         """The epoch reports of the complete lines written since the last read."""
         if self.unreadable:
             return []

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from hpo.campaign import FrozenCampaign
 from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_outside_inputs
+from hpo.events import CampaignFinished, CampaignStarted
 from scheduler.placement.registry import check_policy_name, make_policy
 from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.faults import InfrastructureFault
@@ -99,8 +102,8 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
                               make_config, device=cfg.resources.device,
                               work_fraction=None if stopper is None else stopper.expected_fraction)
-        session.record([{"event": "campaign_started", "campaign": cfg.frozen_dict(), "resume": resume,
-                         "ranks": comm.Get_size(), "slots": layout.usable_slots}])
+        session.record([CampaignStarted(time=time.time(), campaign=FrozenCampaign.of(cfg), resume=resume,
+                                        ranks=comm.Get_size(), slots=layout.usable_slots)])
         session.sync()
         notices = list(session.notices) + [f"warning: {w}" for w in warnings]
         if sizer.notice:
@@ -257,7 +260,7 @@ def _end_quietly(setup: _Setup, sched: SchedulerRank, reason: str) -> None:
     """Journal why the run ended, when the journal still takes it (a full disk may refuse): the
     trials it cut short stay unfinished in the journal, so --resume re-runs them."""
     try:
-        setup.session.record([{"event": "campaign_finished", "time": sched.clock(), "reason": reason}])
+        setup.session.record([CampaignFinished(time=sched.clock(), reason=reason)])
     except (OSError, RuntimeError, ValueError):
         pass
 

@@ -45,8 +45,18 @@ from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.failures import failure_counts
+from hpo.events import (
+    CampaignFinished,
+    JournalEvent,
+    TrialFailed,
+    TrialFinished,
+    TrialStarted,
+    TrialStopRequested,
+    TrialSuggested,
+)
+from hpo.events import TrialProgress as EpochEvent
 from hpo.session import CampaignSession
-from hydragnn_ensemble.result import HeadMetrics, TrialResult, TrialStatus
+from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import write_atomic
 from scheduler.loop import CampaignLoop, LoopActions, LoopRules, Outcomes, QueuedTrial, RunningTrial, TrialSpec
@@ -101,12 +111,11 @@ def stopped_by_force(rt: RunningTrial, merged: TrialResult, run_dir: RunDir) -> 
     """The result of a trial terminated after it ignored a stop request: ``stopped`` (the stopper's
     decision stands) with the best epoch it reported, its checkpoint if it wrote one, and a reason
     saying it did not stop by itself."""
-    best = rt.best_report or {}
-    heads = {name: HeadMetrics(val_mae=m.get("val_mae"), val_rmse=m.get("val_rmse"))
-             for name, m in (best.get("heads") or {}).items()}
+    best = rt.best_report
+    heads = {name: HeadMetrics(val_mae=m.val_mae, val_rmse=m.val_rmse) for name, m in best.heads.items()} if best else {}
     return TrialResult(
-        status=TrialStatus.STOPPED.value, objective=best.get("objective"), heads=heads,
-        epochs=int(best.get("epoch") or 0), best_epoch=(int(best["epoch"]) - 1) if best.get("epoch") else None,
+        status=TrialStatus.STOPPED, objective=best.objective if best else None, heads=heads,
+        epochs=best.epoch if best else 0, best_epoch=best.epoch - 1 if best else None,
         wall_time_s=merged.wall_time_s, slots=merged.slots, device=merged.device,
         failure_reason=f"{rt.stopping}; {merged.failure_reason}", log_tail=merged.log_tail,
         checkpoint=CHECKPOINT_NAME if run_dir.checkpoint.is_file() else None)
@@ -152,7 +161,7 @@ class SchedulerRank(LoopActions):
         self._backoff = Backoff()  # sleep when a loop turn found nothing to do
         self._parts: dict[int, dict[int, PartExited]] = {}  # running trial -> its processes' reports
         self._kill_sent: set[int] = set()
-        self._events: list[dict] = []
+        self._events: list[JournalEvent] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
         self._pending_stops: list[tuple[int, StopTrial]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | None, int | None]] = []  # outcomes of this turn
@@ -177,7 +186,7 @@ class SchedulerRank(LoopActions):
 
     # -- LoopActions: what the loop's decisions do ------------------------------------------------
     def suggested(self, spec: TrialSpec) -> None:
-        self._log("trial_suggested", trial_id=spec.trial_id, params=spec.params, attempt=0)
+        self._log(TrialSuggested(time=self.clock(), trial_id=spec.trial_id, params=spec.params))
 
     def start(self, rt: RunningTrial) -> None:
         self._parts[rt.spec.trial_id] = {}
@@ -191,12 +200,13 @@ class SchedulerRank(LoopActions):
         self._parts[rt.spec.trial_id] = {}
         self._journal_start(rt, queued_after=before.spec.trial_id)
 
-    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
-        self._log("trial_progress", trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, epoch=epoch, objective=value)
+    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
+        self._log(EpochEvent(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, report=report))
 
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         msg = StopTrial(rt.spec.trial_id, rt.spec.attempt, reason)
-        self._log("trial_stop_requested", trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, reason=reason)
+        self._log(TrialStopRequested(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt,
+                                     reason=reason))
         self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
@@ -206,33 +216,32 @@ class SchedulerRank(LoopActions):
     def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
         parts = self._parts.pop(rt.spec.trial_id).values()
         self._kill_sent.discard(rt.spec.trial_id)
-        ran = {"started_at": min(p.start_time for p in parts),  # the processes' own times
-               "ended_at": max(p.end_time for p in parts)}
         spec = rt.spec
+        stop = None
         if rt.stopping is not None:  # asked to stop: did it, or was it terminated after the grace period
-            ran["stop"] = "ignored" if any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
-                                           for p in parts) else "obeyed"
+            stop = "ignored" if any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
+                                    for p in parts) else "obeyed"
+        common = dict(time=self.clock(), trial_id=spec.trial_id, attempt=spec.attempt, result=result,
+                      started_at=min(p.start_time for p in parts),  # the processes' own times
+                      ended_at=max(p.end_time for p in parts), stop=stop)
         if result.status == TrialStatus.FAILED:
-            self._log("trial_failed", trial_id=spec.trial_id, attempt=spec.attempt,
-                      reason=result.failure_reason, log_tail=result.log_tail or "",
-                      result=result.to_dict(), will_retry=retry_size is not None,
-                      retry_size=retry_size, **ran)
+            self._log(TrialFailed(**common, reason=result.failure_reason, log_tail=result.log_tail or "",
+                                  will_retry=retry_size is not None, retry_size=retry_size))
         else:
-            self._log("trial_finished", trial_id=spec.trial_id, attempt=spec.attempt,
-                      result=result.to_dict(), **ran)
+            self._log(TrialFinished(**common))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None
         self._to_tell.append((spec, objective, stopped_after))  # told after this turn's journal flush
 
     # -- starts ------------------------------------------------------------------------------------
-    def _journal_start(self, rt: RunningTrial, **extra: Any) -> None:
+    def _journal_start(self, rt: RunningTrial, queued_after: int | None = None) -> None:
         pool = self.loop.book.pool
         spec, slots = rt.spec, rt.slots
         predicted = spec.sized.seconds_at(len(slots)) * len(slots) if spec.sized is not None else None
-        self._log("trial_started", trial_id=spec.trial_id, attempt=spec.attempt, slots=list(slots),
-                  hosts=[pool.hostname(pool.node_of(s)) for s in slots], size=len(slots),
-                  predicted_slot_s=predicted, **extra)
+        self._log(TrialStarted(time=self.clock(), trial_id=spec.trial_id, attempt=spec.attempt, slots=tuple(slots),
+                               hosts=tuple(pool.hostname(pool.node_of(s)) for s in slots), size=len(slots),
+                               predicted_slot_s=predicted, queued_after=queued_after))
 
     def _send_start(self, spec: TrialSpec, slots: tuple[int, ...], after: tuple[int, int] | None) -> None:
         """Queue the start messages of a trial attempt (they leave in :meth:`_commit`)."""
@@ -331,8 +340,8 @@ class SchedulerRank(LoopActions):
             result.failure_reason = f"{result.failure_reason or result.status} (could not write {path}: {exc})"
 
     # -- journal and optimizer ---------------------------------------------------------------------------
-    def _log(self, event: str, **fields: Any) -> None:
-        self._events.append({"event": event, "time": self.clock(), **fields})
+    def _log(self, event: JournalEvent) -> None:
+        self._events.append(event)
 
     def _commit(self) -> None:
         """End of a loop turn: this turn's events go to the journal writer (one batch, one fsync),
@@ -415,7 +424,7 @@ class SchedulerRank(LoopActions):
     def finish_run(self) -> CampaignSummary:
         """Journal the end of this run, write results.csv, return the summary."""
         now = self.clock()
-        self._log("campaign_finished", reason=self.stop_reason)
+        self._log(CampaignFinished(time=now, reason=self.stop_reason or ""))
         self._commit()
         self.session.write_results()
         self.progress.show(self._snapshot(now))

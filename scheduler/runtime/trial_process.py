@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from hydragnn_ensemble.result import OOM_REASON, TrialResult
+from hydragnn_ensemble.result import OOM_REASON, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import RunDir
 from hydragnn_ensemble.untrusted_files import append_text, read_tail, write_atomic
 from scheduler.runtime.faults import EXIT_INFRASTRUCTURE, disk_full
@@ -362,11 +362,11 @@ def part_exited(proc: TrialProcess, agent_rank: int, returncode: int, now: float
         path = RunDir(Path(start.run_dir)).result
         if path.exists():
             try:
-                result = TrialResult.read(path).to_dict()
+                result = TrialResult.read(path)
             except ValueError as exc:
                 error = str(exc)
     log_tail = read_log_tail(start.log_path) if (returncode != 0 or result is None
-                                                 or result.get("status") != "completed") else ""
+                                                 or result.status != TrialStatus.COMPLETED) else ""
     return PartExited(
         agent_rank=agent_rank,
         trial_id=start.trial_id,
@@ -384,7 +384,7 @@ def part_exited(proc: TrialProcess, agent_rank: int, returncode: int, now: float
     )
 
 
-def _fault_of(proc: TrialProcess, returncode: int, result: dict | None, log_tail: str,
+def _fault_of(proc: TrialProcess, returncode: int, result: TrialResult | None, log_tail: str,
               agent_rank: int) -> str | None:
     """The infrastructure fault that ended a trial process, if any (:mod:`scheduler.runtime.faults`):
     its fork server died, it says so (exit code 75), or it ended without a good result on a full disk."""
@@ -393,7 +393,7 @@ def _fault_of(proc: TrialProcess, returncode: int, result: dict | None, log_tail
     last = next((ln.strip() for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
     if returncode == EXIT_INFRASTRUCTURE:
         return f"trial {proc.start.trial_id} (agent rank {agent_rank}): {last[:300] or 'exit code 75'}"
-    if returncode != 0 or result is None or result.get("status") == "failed":
+    if returncode != 0 or result is None or result.status == TrialStatus.FAILED:
         full = disk_full(proc.start.run_dir)
         if full is not None:
             return f"trial {proc.start.trial_id} (agent rank {agent_rank}): {full}"
@@ -428,29 +428,29 @@ def merge_parts(parts: list[PartExited], slots: int, device: str, time_limit_s: 
     timed_out = any(p.timed_out for p in parts)
     tail = next((p.log_tail for p in parts if p.log_tail and (p.returncode != 0 or p.rank == 0)), "")
     if head.result is not None and not timed_out:
-        res = TrialResult.from_dict(head.result)
+        res = head.result  # read once by the agent; this report is its only holder here
         res.slots = slots
         if not res.wall_time_s:
             res.wall_time_s = wall
         synthesised = False
-        if res.status == "completed" and not _finite(res.objective):
-            res.status, res.failure_reason = "diverged", "completed without a finite objective"
+        if res.status == TrialStatus.COMPLETED and not _finite(res.objective):
+            res.status, res.failure_reason = TrialStatus.DIVERGED, "completed without a finite objective"
             synthesised = True
-        if res.status != "completed" and not res.failure_reason:
+        if res.status != TrialStatus.COMPLETED and not res.failure_reason:
             res.failure_reason = f"trainer reported status {res.status!r} without a reason"
             synthesised = True
-        if res.status != "completed" and not res.log_tail:
+        if res.status != TrialStatus.COMPLETED and not res.log_tail:
             res.log_tail = tail
             synthesised = True
         bad = [p for p in parts if p.returncode != 0 and p.killed_reason is None]
-        if res.status == "completed" and bad:
-            res.status = "failed"
+        if res.status == TrialStatus.COMPLETED and bad:
+            res.status = TrialStatus.FAILED
             res.failure_reason = f"rank {bad[0].rank}: {describe_exit(bad[0].returncode)}"
             res.log_tail = bad[0].log_tail
             synthesised = True
         return TrialOutcome(res, synthesised)
     if timed_out:
-        status, reason = "timeout", f"exceeded the trial time limit of {time_limit_s:g} s; killed"
+        status, reason = TrialStatus.TIMEOUT, f"exceeded the trial time limit of {time_limit_s:g} s; killed"
     else:
         culprit = next((p for p in parts if p.returncode != 0 and p.killed_reason is None), None)
         if culprit is None:
@@ -468,7 +468,7 @@ def merge_parts(parts: list[PartExited], slots: int, device: str, time_limit_s: 
                 reason += f"; last log line: {last_line[:200]}"
         if len(parts) > 1:
             reason = f"rank {culprit.rank}: {reason}"
-        status = "failed"
+        status = TrialStatus.FAILED
         tail = culprit.log_tail or tail
     res = TrialResult(status=status, wall_time_s=wall, slots=slots, device=device,
                       failure_reason=reason, log_tail=tail)

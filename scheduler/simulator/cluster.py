@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hydragnn_ensemble.result import TrialResult
+from hydragnn_ensemble.result import EpochReport, TrialResult, TrialStatus
 from scheduler.cost_model import CostModel
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
@@ -203,7 +203,7 @@ class SimulatedCluster(LoopActions):
     def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
         self.start(rt)
 
-    def progressed(self, rt: RunningTrial, epoch: int, value: float | None) -> None:
+    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
         pass
 
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
@@ -218,13 +218,13 @@ class SimulatedCluster(LoopActions):
 
     def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
         tid = rt.spec.trial_id
-        ok = result.status != "failed"  # a stopped trial did what was asked of it
+        ok = result.status != TrialStatus.FAILED  # a stopped trial did what was asked of it
         curve = self.by_id[tid].curve
         self.health.record(rt.slots, ok, result.failure_reason)
         self.records.append(SimAttempt(
             tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid], rt.start_time, self.now, ok,
-            objective=result.objective if curve is not None else None, stopped=result.status == "stopped",
-            work_fraction=result.epochs / len(curve) if result.status == "stopped" else 1.0))
+            objective=result.objective if curve is not None else None, stopped=result.status == TrialStatus.STOPPED,
+            work_fraction=result.epochs / len(curve) if result.status == TrialStatus.STOPPED else 1.0))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         self.on_finished()
@@ -236,10 +236,10 @@ class SimulatedCluster(LoopActions):
         wall = self.now - start_time
         width = self.width[trial_id]
         if reason is not None:
-            return TrialResult(status="failed", failure_reason=reason, wall_time_s=wall, slots=width)
+            return TrialResult(status=TrialStatus.FAILED, failure_reason=reason, wall_time_s=wall, slots=width)
         curve = self.by_id[trial_id].curve
         if curve is None:
-            return TrialResult(status="completed", objective=wall, wall_time_s=wall, slots=width)
+            return TrialResult(status=TrialStatus.COMPLETED, objective=wall, wall_time_s=wall, slots=width)
         trained = len(curve) if epochs is None else epochs
-        return TrialResult(status="stopped" if trained < len(curve) else "completed",
+        return TrialResult(status=TrialStatus.STOPPED if trained < len(curve) else TrialStatus.COMPLETED,
                            objective=min(curve[:trained]), epochs=trained, wall_time_s=wall, slots=width)

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from hpo.stoppers import make_stopper
+from hydragnn_ensemble.result import EpochReport
 from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
@@ -171,7 +172,7 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
         return  # the attempt ended already (stopped, failed): its later events are void
     if kind == "epoch":
         curve = cluster.by_id[trial_id].curve
-        loop.trial_progress(trial_id, attempt, [{"epoch": detail, "objective": curve[detail - 1], "heads": {}}])
+        loop.trial_progress(trial_id, attempt, [EpochReport(detail, curve[detail - 1])])
         if cluster.cut_after.get(trial_id) == detail:
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, epochs=detail), now)
     else:  # "end" or "fail" (detail: the failure reason)

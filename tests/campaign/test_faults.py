@@ -48,7 +48,7 @@ def test_every_fault_is_a_recorded_trial_and_the_campaign_finishes(tmp_path: Pat
     # hang: killed at the time limit
     assert attempts(2) == [(0, "timeout", 1)]
     assert final(2) == ("timeout", "exceeded the trial time limit of 3 s; killed")
-    assert "mode hang" in state.trials[2].last_attempt.result["log_tail"]
+    assert "mode hang" in state.trials[2].last_attempt.result.log_tail
     # segfault: failed with the signal, retried once
     assert attempts(3) == [(0, "failed", 1), (1, "failed", 1)] and final(3) == ("failed", "segmentation fault (SIGSEGV)")
     # SIGKILL (what the kernel's OOM killer does), no larger size allowed: retried once (retries: 1)

@@ -52,11 +52,11 @@ def test_hostile_progress_files_are_the_trials_problem_and_the_campaign_finishes
 
 
 def test_a_trial_that_ignores_a_stop_request_is_ended_and_the_journal_says_so(tmp_path: Path) -> None:
-    campaign = write_asha_campaign(tmp_path, max_trials=6, epoch_s=0.25)
-    text = campaign.read_text() + "stop_grace_s: 0.5\n"
+    campaign = write_asha_campaign(tmp_path, max_trials=6, epoch_s=0.2)
+    text = campaign.read_text() + "stop_grace_s: 0.3\n"
     campaign.write_text(text)
     base = json.loads((tmp_path / "base.json").read_text())
-    base["Fault"]["mode"] = "ignore_stop"
+    base["Fault"].update(mode="ignore_stop", epochs=20)  # never done before the grace period ends
     (tmp_path / "base.json").write_text(json.dumps(base))
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=3)
@@ -68,7 +68,7 @@ def test_a_trial_that_ignores_a_stop_request_is_ended_and_the_journal_says_so(tm
     state = CampaignState.replay(evs)
     for tid, reason in asked.items():
         end = ends[tid]
-        assert end["stop"] == "ignored"
+        assert end["stop"] == "ignored", end
         result = end["result"]
         assert result["status"] == "stopped" and reason in result["failure_reason"]
         assert "did not stop after the campaign's stop request" in result["failure_reason"]

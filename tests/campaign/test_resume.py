@@ -171,4 +171,4 @@ def test_kill_9_while_trials_are_being_stopped_loses_nothing(tmp_path: Path) -> 
     assert stopped and all(r.status in ("stopped", "completed") for r in after.finished)
     assert stopped == {t for t, epoch in replay_asha(after.progress).items() if epoch < 9}
     for record in after.finished:  # a re-run's curve starts again at epoch 1
-        assert [e for e, _ in record.last_attempt.curve] == list(range(1, record.last_attempt.result["epochs"] + 1))
+        assert [e for e, _ in record.last_attempt.curve] == list(range(1, record.last_attempt.result.epochs + 1))

@@ -16,6 +16,7 @@ from hpo.campaign import load_campaign
 from hpo.campaign_dir import CampaignDir
 from hpo.journal import read_journal
 from hpo.session import CampaignSession
+from hydragnn_ensemble.result import TrialResult
 from scheduler.runtime.layout import build_layout
 from scheduler.runtime.messages import TAG_START, TAG_UNQUEUE, AgentHello, PartExited, StartTrial, Unqueued
 from scheduler.runtime.progress import ProgressLine
@@ -91,7 +92,7 @@ class VirtualAgents:
             _, (agent, start, began) = self.events.pop()
             result = None
             if start.read_result:
-                result = {"status": "completed", "objective": self.now - began, "wall_time_s": self.now - began}
+                result = TrialResult("completed", objective=self.now - began, wall_time_s=self.now - began)
             self.inbox.append(PartExited(agent, start.trial_id, start.attempt, start.rank, 0, began, self.now,
                                          result=result))
             successor = self.waiting_behind.pop((agent, (start.trial_id, start.attempt)), None)

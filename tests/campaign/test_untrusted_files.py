@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hydragnn_ensemble.result import TrialResult
+from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult
 from hydragnn_ensemble.untrusted_files import NotRegularFileError, read_bytes, write_atomic
 from scheduler.runtime.faults import disk_full, infrastructure_cause
 from scheduler.runtime.progress_tail import MAX_EPOCH, ProgressTail, parse_line
@@ -66,11 +66,11 @@ def test_progress_lines_out_of_range_are_skipped_and_named(tmp_path: Path) -> No
     assert parse_line(json.dumps({"epoch": 1, "heads": {"x" * 101: {}}})) is None
     assert parse_line("[" * 100_000) is None  # nesting deeper than the parser takes
     huge = parse_line(json.dumps({"epoch": 3, "objective": 10**400, "heads": {"e": {"val_mae": -10**400}}}))
-    assert huge == {"epoch": 3, "objective": None, "heads": {"e": {"val_mae": None, "val_rmse": None}}}
+    assert huge == EpochReport(3, None, {"e": HeadMetrics(val_mae=None, val_rmse=None)})
     path = tmp_path / "progress.jsonl"
     path.write_text(json.dumps({"epoch": 2**64}) + "\n" + json.dumps({"epoch": 1, "objective": 0.5}) + "\n")
     tail = ProgressTail(path)
-    assert [r["epoch"] for r in tail.read()] == [1]
+    assert [r.epoch for r in tail.read()] == [1]
     assert tail.skipped == 1 and "no epoch report" in tail.problems[0]
 
 
@@ -82,10 +82,10 @@ def test_a_line_over_a_mebibyte_is_skipped_and_the_curve_goes_on(tmp_path: Path)
     assert tail.read() == [] and tail.read() == []  # the first MiB skipped; the rest waits for its newline
     with open(path, "a") as fh:
         fh.write("y\n" + "".join(json.dumps({"epoch": e, "objective": 1.0 / e}) + "\n" for e in (1, 2)))
-    assert [r["epoch"] for r in tail.read()] == [1, 2]
+    assert [r.epoch for r in tail.read()] == [1, 2]
     with open(path, "a") as fh:
         fh.write(json.dumps({"epoch": 3, "objective": 0.3}) + "\n")
-    assert [r["epoch"] for r in tail.read()] == [3]
+    assert [r.epoch for r in tail.read()] == [3]
     assert tail.skipped == 1 and "longer than" in tail.problems[0]
 
 
