@@ -137,7 +137,7 @@ def run_ours(tmp: Path, trials: int, ranks: int, sleep_s: float, placement: str 
 
     state = CampaignState.replay(read_journal(tmp / "out" / "journal.jsonl").events)
     assert state.num_completed == trials, f"{state.num_completed} of {trials} trials completed"
-    inside = sum(r.result["wall_time_s"] for r in state.finished)
+    inside = sum(r.result.wall_time_s for r in state.finished)
     slots = ranks - 1
     slot_s = s["slot_seconds"]
     return {

@@ -90,7 +90,7 @@ def worker(args: argparse.Namespace) -> None:
     from hydragnn_ensemble.train.budget import TimeBudget
     from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
     from hydragnn_ensemble.train.log import TrialLog
-    from hydragnn_ensemble.train.trainer import Trainer, peak_memory_mb, prepare_trial_data, resolve_device
+    from hydragnn_ensemble.train.trainer import Trainer, peak_memory_mb, prepare_trial, resolve_device
 
     torch.set_num_threads(1)
     if not args.default_allocator:
@@ -99,13 +99,14 @@ def worker(args: argparse.Namespace) -> None:
     device = resolve_device(args.device, DistributedContext())
     source = open_source(args.data)
     try:
-        prepared, heads = prepare_trial_data(cfg, source, str(args.data))
+        inputs = prepare_trial(cfg, source, str(args.data))
     finally:
         source.close()
+    prepared = inputs.data
     run_dir = Path(tempfile.mkdtemp())
     pg = ProcessGroup(DistributedContext(), device)
-    trainer = Trainer(cfg, prepared, run_dir, dataset_heads=heads, device=device, pg=pg,
-                      log=TrialLog(run_dir, enabled=False), budget=TimeBudget(None), progress=False)
+    trainer = Trainer(inputs, run_dir, device=device, pg=pg, log=TrialLog(run_dir, enabled=False),
+                      budget=TimeBudget(None), progress=False)
     loader = trainer.train_loader
     torch.manual_seed(0)
     model = build_model(trainer.spec).to(device)

@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     os.chdir(REPO)
     from scheduler.runtime.fork_server import ForkServerLauncher, default_preload
-    from scheduler.runtime.trial_process import ExecLauncher
+    from scheduler.runtime.launch import ExecLauncher
 
     with tempfile.TemporaryDirectory(prefix="trial_launch_") as d:
         tmp = Path(d)

@@ -63,7 +63,10 @@ class UncertaintyTerm(ABC):
     :meth:`variance` maps the head's :class:`TermInputs` to a non-negative ``[rows, dim]`` array in
     the head's unit squared (before its weight), or None when the term does not apply to these
     inputs; a term with ``fitted = False`` enters with weight 1, otherwise its weight is fitted on
-    the validation split."""
+    the validation split. :meth:`from_model` builds the term from a head's stored model (None when
+    the model has nothing for it). A new term is one subclass plus one line in
+    :data:`UNCERTAINTY_TERMS` (and, if it keeps fitted numbers of its own, a field of
+    :class:`HeadUncertainty` that :func:`fit_head` fills)."""
 
     name: str = ""
     fitted: bool = True
@@ -71,6 +74,11 @@ class UncertaintyTerm(ABC):
     @abstractmethod
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
         """The term's variance per row and component, or None."""
+
+    @classmethod
+    def from_model(cls, model: "HeadUncertainty") -> "UncertaintyTerm | None":
+        """The term for a head's stored model (a term without parameters: always one)."""
+        return cls()
 
 
 def distance_inflation(inputs: TermInputs) -> np.ndarray:
@@ -109,6 +117,10 @@ class DistanceTerm(UncertaintyTerm):
     def __init__(self, unit_variance: Sequence[float]) -> None:
         self.unit_variance = np.asarray(unit_variance, dtype=np.float64)
 
+    @classmethod
+    def from_model(cls, model: "HeadUncertainty") -> "DistanceTerm | None":
+        return cls(model.distance_unit_variance) if model.distance_unit_variance else None
+
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
         if inputs.distance is None:
             return None
@@ -124,6 +136,10 @@ class OutOfDomainTerm(UncertaintyTerm):
     def __init__(self, prior_variance: Sequence[float], distance_limit: float | None) -> None:
         self.prior_variance = np.asarray(prior_variance, dtype=np.float64)
         self.distance_limit = distance_limit
+
+    @classmethod
+    def from_model(cls, model: "HeadUncertainty") -> "OutOfDomainTerm | None":
+        return cls(model.prior_variance, model.distance_limit) if model.prior_variance else None
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
         outside = outside_domain(inputs, self.distance_limit)
@@ -154,17 +170,19 @@ class HeadUncertainty(BaseModel):
     distance_limit: float | None = None  # beyond: out of domain
 
     def terms(self) -> list[UncertaintyTerm]:
-        out: list[UncertaintyTerm] = [EpistemicTerm(), AleatoricTerm()]
-        if self.distance_unit_variance:
-            out.append(DistanceTerm(self.distance_unit_variance))
-        if self.prior_variance:
-            out.append(OutOfDomainTerm(self.prior_variance, self.distance_limit))
-        return out
+        """Every registered term this model has what it needs for, in registry order."""
+        return [term for cls in UNCERTAINTY_TERMS.values() if (term := cls.from_model(self)) is not None]
 
     @classmethod
     def from_scale(cls, scale: float) -> "HeadUncertainty":
         """An ensemble calibrated by one std scale (manifests before the uncertainty model)."""
         return cls(weights={"epistemic": scale * scale, "aleatoric": scale * scale})
+
+
+#: The registry of uncertainty terms: name -> class, in the order a head's std sums them (the names
+#: of the ``<head>_<name>_std`` columns of ``predict``).
+UNCERTAINTY_TERMS: dict[str, type[UncertaintyTerm]] = {
+    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm)}
 
 
 @dataclass

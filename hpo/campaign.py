@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hpo.campaign_dir import FROZEN_BASE_CONFIG, FROZEN_CAMPAIGN, CampaignDir
 from hpo.objective import ObjectiveKey, check_objective_key
-from hpo.optimizers import OptimizerOptionError, check_optimizer_options
+from hpo.optimizers import OptimizerOptionError, check_optimizer_name, check_optimizer_options
 from hpo.space import ConfigPathError, SearchSpace, SearchSpaceError, check_config_paths
 
 __all__ = [
@@ -73,10 +73,16 @@ class _Strict(BaseModel):
 
 
 class OptimizerConfig(_Strict):
-    """``optimizer:`` section: the backend and its library options."""
+    """``optimizer:`` section: the backend (a name of :data:`hpo.optimizers.OPTIMIZERS`) and its
+    library options."""
 
-    name: Literal["deephyper-cbo", "optuna-tpe", "random"] = "deephyper-cbo"
+    name: str = "deephyper-cbo"
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        return check_optimizer_name(name)
 
 
 class ResourcesConfig(_Strict):

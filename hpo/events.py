@@ -27,7 +27,7 @@ clocks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Union
 
 from hpo.campaign import FrozenCampaign

@@ -126,8 +126,9 @@ class CampaignState:
     journal_format: int = JOURNAL_FORMAT  # of the last run (hpo.events.JOURNAL_FORMAT)
     num_events: int = 0
     num_duplicates: int = 0
-    #: every epoch report, ``(trial_id, epoch, objective)`` in journal order: what a stopper replays
-    progress: list[tuple[int, int, float | None]] = field(default_factory=list)
+    #: every epoch report, ``(trial_id, epoch, objective, seconds trained)`` in journal order: what a
+    #: stopper replays
+    progress: list[tuple[int, int, float | None, float | None]] = field(default_factory=list)
     _seen_ends: set[tuple[int, int]] = field(default_factory=set, repr=False)
 
     # -- folding ----------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ class CampaignState:
             value = self.objective_key.of_report(event.report)
         attempt.reports.append(event.report)
         attempt.curve.append((event.report.epoch, value))
-        self.progress.append((event.trial_id, event.report.epoch, value))
+        self.progress.append((event.trial_id, event.report.epoch, value, event.report.elapsed_s))
 
     def _on_stop_requested(self, event: TrialStopRequested) -> None:
         attempt = self._trial(event.trial_id).attempts.get(event.attempt)

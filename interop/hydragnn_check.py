@@ -62,22 +62,18 @@ def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]
 
 def our_parameters(config_path: Path, data: Path) -> int:
     """Parameters of the model our trainer builds for ``config_path`` on ``data``."""
-    from hydragnn_ensemble.config import config_to_model_spec, load_config
+    from hydragnn_ensemble.config import load_config
     from hydragnn_ensemble.model import build_model
     from hydragnn_ensemble.train.data import open_source
-    from hydragnn_ensemble.train.trainer import prepare_trial_data
+    from hydragnn_ensemble.train.trainer import prepare_trial
 
     config = load_config(config_path)
     source = open_source(data)
     try:
-        prepared, heads = prepare_trial_data(config, source, str(data))
+        inputs = prepare_trial(config, source, str(data))
     finally:
         source.close()
-    cutoff = prepared.metadata.get("cutoff")
-    spec = config_to_model_spec(config, heads, prepared.node_feature_dim, prepared.edge_dim,
-                                prepared.degree_histogram, use_atomic_numbers=prepared.has_atomic_numbers,
-                                radius=cutoff)
-    return sum(p.numel() for p in build_model(spec).parameters())
+    return sum(p.numel() for p in build_model(inputs.spec).parameters())
 
 
 def loads_back(rewritten: dict) -> str:

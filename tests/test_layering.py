@@ -1,4 +1,5 @@
-"""The packages depend only downward and no two modules import each other (not even inside functions).
+"""The packages depend only downward and no import leads back to where it started, over any number of
+modules (not even inside functions).
 
 Layers (README, "Layout"): ``graph_builders`` <- core (``hydragnn_ensemble`` without its CLI) <-
 ``hpo`` <- {``scheduler``, ``ensemble``} <- the CLI (``hydragnn_ensemble.cli``), which wires them.
@@ -63,17 +64,53 @@ def layer_edges(imports: dict[str, set[str]]) -> dict[tuple[str, str], list[str]
     return edges
 
 
-def module_cycles(imports: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """Pairs of modules that import each other (an ``__init__`` re-exporting its own submodules
-    does not count: the submodule importing its package's name is the cycle we look for)."""
-    pairs = []
-    for a, targets in imports.items():
-        for b in targets:
-            if a < b and a in imports.get(b, set()):
-                if b.startswith(a + ".") or a.startswith(b + "."):
-                    continue  # a package and its own submodule
-                pairs.append((a, b))
-    return sorted(pairs)
+def module_cycles(imports: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """Groups of modules whose imports lead around in a circle, of any length (the strongly
+    connected components of the import graph with more than one module; Tarjan's algorithm). Every
+    edge counts, a package's ``__init__`` re-exporting its submodules too: a submodule that imports
+    its own package (``from pkg import x``) closes a circle through it."""
+    graph = {a: sorted(targets) for a, targets in imports.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[tuple[str, ...]] = []
+
+    def visit(start: str) -> None:  # iterative: deep import chains must not hit the recursion limit
+        work = [(start, iter(graph.get(start, ())))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(tuple(sorted(group)))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(groups)
 
 
 def test_packages_depend_only_downward():
@@ -82,8 +119,16 @@ def test_packages_depend_only_downward():
         f"{a} -> {b}: {', '.join(sorted(v)[:5])}" for (a, b), v in upward.items())
 
 
-def test_no_module_imports_another_that_imports_it():
+def test_no_import_cycle_of_any_length():
     assert module_cycles(module_imports()) == []
+
+
+def test_the_cycle_finder_finds_long_cycles():
+    """It can fail: a circle of three modules, and a submodule importing its package (which
+    re-exports it); a package importing a submodule that imports nothing back is no cycle."""
+    imports = {"a.x": {"a.y"}, "a.y": {"b.z"}, "b.z": {"a.x"}, "c": {"c.d"}, "c.d": set(), "e": {"e.f"},
+               "e.f": {"e"}}
+    assert module_cycles(imports) == [("a.x", "a.y", "b.z"), ("e", "e.f")]
 
 
 if __name__ == "__main__":
@@ -92,7 +137,7 @@ if __name__ == "__main__":
         mark = "  " if LAYER[a] > LAYER[b] else "!!"
         print(f"{mark} {a:>15} -> {b:<15} {len(examples):>3} imports  e.g. {sorted(examples)[0]}")
     cycles = module_cycles(imports)
-    print(f"module pairs importing each other: {len(cycles)}")
-    for pair in cycles:
-        print(f"   {pair[0]} <-> {pair[1]}")
+    print(f"import cycles: {len(cycles)}")
+    for group in cycles:
+        print("   " + " -> ".join(group))
     sys.exit(1 if cycles or any(LAYER[a] <= LAYER[b] for a, b in layer_edges(imports)) else 0)

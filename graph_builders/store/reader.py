@@ -12,7 +12,7 @@ from adios2 import bindings
 from torch_geometric.data import Data
 
 from graph_builders.schema import HeadRegistry
-from graph_builders.store import _layout as L
+import graph_builders.store._layout as L
 from graph_builders.store._engine import close_reader, open_reader
 from graph_builders.store._fields import FieldSpec, decode, spec_from_file
 from graph_builders.store._hydragnn import HYDRAGNN_FIELDS

@@ -24,7 +24,7 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from graph_builders.schema import HeadRegistry, HeadSpec, validate_graph
-from graph_builders.store import _layout as L
+import graph_builders.store._layout as L
 from graph_builders.store._atomic import check_output_path, remove_path, replace_path, temporary_path
 from graph_builders.store._engine import close_reader, open_writer
 from graph_builders.store._fields import FieldSpec, encode, field_spec

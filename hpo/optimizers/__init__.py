@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from hpo.optimizers.base import (
@@ -15,7 +16,10 @@ from hpo.optimizers.base import (
 from hpo.space import SearchSpace
 
 __all__ = [
+    "OPTIMIZERS",
     "OPTIMIZER_NAMES",
+    "OptimizerEntry",
+    "check_optimizer_name",
     "Optimizer",
     "OptimizerOptionError",
     "Suggestion",
@@ -24,39 +28,50 @@ __all__ = [
     "make_optimizer",
 ]
 
-OPTIMIZER_NAMES: tuple[str, ...] = ("deephyper-cbo", "optuna-tpe", "random")
+@dataclass(frozen=True)
+class OptimizerEntry:
+    """Where a backend lives: its module (imported only when the backend is chosen, so that
+    DeepHyper or Optuna load only for the campaigns that use them) and its :class:`Optimizer`
+    subclass there. The module also defines ``validate_options(options)``."""
+
+    module: str
+    class_name: str
+    summary: str
+
+
+#: The registry of optimizer backends: the only list of their names (campaign validation, the
+#: README, docs/extending.md). A backend is one module plus one line here.
+OPTIMIZERS: dict[str, OptimizerEntry] = {
+    "deephyper-cbo": OptimizerEntry("hpo.optimizers.deephyper_cbo", "DeepHyperCBO",
+                                    "DeepHyper's centralized Bayesian optimization (the default)"),
+    "optuna-tpe": OptimizerEntry("hpo.optimizers.optuna_tpe", "OptunaTPE", "Optuna's TPE sampler"),
+    "random": OptimizerEntry("hpo.optimizers.random_search", "RandomSearch", "uniform random search"),
+}
+OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
+
+
+def check_optimizer_name(name: str) -> str:
+    """``name`` if a backend is registered under it, else ValueError with the closest name."""
+    if name not in OPTIMIZERS:
+        raise _unknown(name)
+    return name
 
 
 def make_optimizer(
     name: str, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None
 ) -> Optimizer:
-    """The backend called ``name`` over ``space``; ``options`` go to the backend's library.
-
-    The backend modules (and DeepHyper/Optuna) are imported only when chosen."""
-    if name == "deephyper-cbo":
-        from hpo.optimizers.deephyper_cbo import DeepHyperCBO
-
-        return DeepHyperCBO(space, seed, options)
-    if name == "optuna-tpe":
-        from hpo.optimizers.optuna_tpe import OptunaTPE
-
-        return OptunaTPE(space, seed, options)
-    if name == "random":
-        from hpo.optimizers.random_search import RandomSearch
-
-        return RandomSearch(space, seed, options)
-    raise _unknown(name)
+    """The backend called ``name`` over ``space``; ``options`` go to the backend's library."""
+    entry = OPTIMIZERS[check_optimizer_name(name)]
+    backend = getattr(importlib.import_module(entry.module), entry.class_name)
+    return backend(space, seed, options)
 
 
 def check_optimizer_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`OptimizerOptionError` for options the backend ``name`` does not accept,
     without building it (imports the backend's library only when ``options`` is not empty)."""
-    if name not in OPTIMIZER_NAMES:
-        raise _unknown(name)
-    if not options:
-        return
-    module = {"deephyper-cbo": "deephyper_cbo", "optuna-tpe": "optuna_tpe", "random": "random_search"}[name]
-    importlib.import_module(f"hpo.optimizers.{module}").validate_options(options)
+    entry = OPTIMIZERS[check_optimizer_name(name)]
+    if options:
+        importlib.import_module(entry.module).validate_options(options)
 
 
 def _unknown(name: str) -> ValueError:

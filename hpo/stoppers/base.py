@@ -24,9 +24,14 @@ class Stopper(ABC):
 
     :meth:`expected_fraction` is what the cost model plans with: the fraction of a trial's
     ``max_epochs`` it is expected to train under this stopper (1.0: no discarding).
+
+    :attr:`objectives` says what ``value`` is: 1, the campaign objective (a float); 2, the pair
+    ``(campaign objective, seconds the trial has trained so far)``: accuracy against cost, both
+    minimised (NaN where not known).
     """
 
     name: str = "base"
+    objectives: int = 1
 
     @abstractmethod
     def report(self, trial_id: int, epoch: int, value: Value) -> bool:

@@ -27,13 +27,15 @@ def front_index(values: list[Sequence[float]]) -> list[int]:
 
 
 class ParetoAshaStopper(Stopper):
-    """ASHA's rungs (``min_epochs * reduction_factor ** k`` epochs) for a vector of objectives. At a
-    rung the recorded vectors are sorted into Pareto fronts; a trial goes on when its front is
+    """ASHA's rungs (``min_epochs * reduction_factor ** k`` epochs) for a vector of objectives: in a
+    campaign, the campaign objective and the time the trial has trained (accuracy against cost).
+    At a rung the recorded vectors are sorted into Pareto fronts; a trial goes on when its front is
     among the first fronts that together hold ``ceil(n / reduction_factor)`` of the ``n`` trials
     there (while ``n < reduction_factor``: only on the Pareto front). A trial dominated by most of
-    its rung stops; one that trades one objective for another is kept."""
+    its rung (worse and slower) stops; one that trades one objective for another is kept."""
 
     name = "pareto-asha"
+    objectives = 2
 
     def __init__(self, min_epochs: int = 1, reduction_factor: int = 3) -> None:
         if min_epochs < 1 or reduction_factor < 2:
@@ -43,11 +45,15 @@ class ParetoAshaStopper(Stopper):
         self.rungs = Rungs()
 
     def report(self, trial_id: int, epoch: int, value: Sequence[float]) -> bool:
+        """A NaN first objective (the loss) stops the trial; a NaN later one (a cost not reported)
+        counts as the worst (infinite)."""
         rung = self.rungs.start(trial_id, epoch)
+        value = tuple(value)
         while epoch >= self.min_epochs * self.reduction_factor ** rung:
-            if is_nan(value):
+            if is_nan(value[0]):
                 return True
-            competing = self.rungs.competing(rung, trial_id, tuple(value))
+            value = (value[0], *(math.inf if math.isnan(v) else v for v in value[1:]))
+            competing = self.rungs.competing(rung, trial_id, value)
             fronts = front_index(competing)
             quota = max(1, math.ceil(len(competing) / self.reduction_factor)) if len(competing) >= self.reduction_factor else 1
             ordered = sorted(fronts)

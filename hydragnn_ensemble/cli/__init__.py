@@ -96,5 +96,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("stopped by Ctrl-C", file=sys.stderr)
         return 130

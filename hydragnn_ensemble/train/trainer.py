@@ -33,9 +33,9 @@ from torch import nn
 from torch_geometric.loader import DataLoader
 
 from hydragnn_ensemble.config import HydraConfig, config_to_model_spec, load_config, selected_heads
-from hydragnn_ensemble.dataset_check import config_problems, dataset_facts, radius_mismatch
+from hydragnn_ensemble.dataset_check import config_problems, dataset_facts
 from hydragnn_ensemble.infrastructure import infrastructure_cause
-from hydragnn_ensemble.result import HeadMetrics, TrialResult
+from hydragnn_ensemble.result import HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
 from hydragnn_ensemble.train.progress import EpochChannel
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
@@ -109,26 +109,20 @@ def make_loader(dataset, batch_sampler, device: torch.device) -> DataLoader:
 class Trainer:
     """Trains one config on prepared data. Use :func:`train_trial` unless you need the parts."""
 
-    def __init__(self, config: HydraConfig, data: PreparedData, run_dir: Path, *,
-                 dataset_heads, device: torch.device, pg: ProcessGroup, log: TrialLog,
-                 budget: TimeBudget, progress: bool = True, channel: EpochChannel | None = None) -> None:
+    def __init__(self, inputs: TrialInputs, run_dir: Path, *, device: torch.device, pg: ProcessGroup,
+                 log: TrialLog, budget: TimeBudget, progress: bool = True,
+                 channel: EpochChannel | None = None) -> None:
         from hydragnn_ensemble.model import build_model
 
+        config, data = inputs.config, inputs.data
         self.config, self.data, self.run_dir = config, data, run_dir
         self.device, self.pg, self.log, self.budget = device, pg, log, budget
         self.ctx = pg.ctx
         self.channel = channel if channel is not None else EpochChannel(run_dir, enabled=self.ctx.is_main)
         self.progress = progress and self.ctx.is_main
-        self.dataset_heads = dataset_heads
+        self.dataset_heads = inputs.dataset_heads
+        self.spec = inputs.spec
         tr = config.training
-        radius = data.metadata.get("cutoff")  # the graph builders' radius-graph cutoff, if recorded
-        warning = radius_mismatch(config.architecture.radius, radius)
-        if warning:
-            log.write(f"warning: {warning}")
-        self.spec = config_to_model_spec(
-            config, dataset_heads, data.node_feature_dim, data.edge_dim, data.degree_histogram,
-            use_atomic_numbers=data.has_atomic_numbers,
-            radius=float(radius) if isinstance(radius, (int, float)) else None)
         torch.manual_seed(tr.seed)
         self.model: nn.Module = build_model(self.spec).to(device)
         if self.spec.energy_head is not None:  # the model's energy scale is per atom either way
@@ -273,14 +267,14 @@ class Trainer:
         self.log.write(f"model {self.spec.mpnn_type}: {self.num_parameters} parameters; heads "
                        f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
                        f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
-        status, reason, epochs_done = "completed", None, 0
+        status, reason, epochs_done = TrialStatus.COMPLETED, None, 0
         for epoch in range(tr.num_epoch):
             t0 = self.budget.now()
             train_loss, diverged, out_of_time, graphs = self.train_epoch(epoch)
             t_train = self.budget.now() - t0
             if diverged or out_of_time:
-                status, reason = (("diverged", f"non-finite training loss in epoch {epoch}") if diverged else
-                                  ("timeout", f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"))
+                status, reason = ((TrialStatus.DIVERGED, f"non-finite training loss in epoch {epoch}") if diverged else
+                                  (TrialStatus.TIMEOUT, f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"))
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
             t1 = self.budget.now()
@@ -291,7 +285,7 @@ class Trainer:
             objective = self.loss.objective(acc)
             epochs_done = epoch + 1
             if not math.isfinite(objective):
-                status, reason = "diverged", f"non-finite validation loss in epoch {epoch}"
+                status, reason = TrialStatus.DIVERGED, f"non-finite validation loss in epoch {epoch}"
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
             self._record_epoch(epoch, best, acc, objective, train_loss, t_train, t0, graphs)
@@ -301,11 +295,11 @@ class Trainer:
             # a stop that arrives after the last epoch changes nothing: the trial completed its budget
             asked = self._campaign_stop() if epoch + 1 < tr.num_epoch else None
             if asked is not None:
-                status, reason = "stopped", f"{asked} (after epoch {epoch})"
+                status, reason = TrialStatus.STOPPED, f"{asked} (after epoch {epoch})"
                 self.log.write(f"stopped by the campaign after epoch {epoch}: {asked}")
                 break
             if self.budget.expired() and epoch + 1 < tr.num_epoch:
-                status, reason = "timeout", f"time budget of {self.budget.budget_s:g} s reached after epoch {epoch}"
+                status, reason = TrialStatus.TIMEOUT, f"time budget of {self.budget.budget_s:g} s reached after epoch {epoch}"
                 self.log.write(reason)
                 break
         return self._finish(best, status, reason, epochs_done)
@@ -367,7 +361,7 @@ class Trainer:
             peak_memory_mb=float(mem[0]),
             slots=self.ctx.world_size,
             device=self.device.type,
-            failure_reason=reason if status in ("diverged", "timeout", "stopped") else None,
+            failure_reason=reason if status != TrialStatus.COMPLETED else None,
             checkpoint=CHECKPOINT_NAME if best.state is not None else None,
         )
 
@@ -387,22 +381,42 @@ def fields_for(config: HydraConfig, heads) -> FieldSelection:
     )
 
 
-def prepare_trial_data(config: HydraConfig, source: GraphSource, where: str) -> tuple[PreparedData, Any]:
-    """Check the config against the dataset and prepare the splits. Returns (data, dataset heads)."""
-    dataset_heads = source.heads
-    # the same check a campaign's rank 0 runs before its first trial (hpo.preflight)
-    config_problems(config, dataset_facts(source, where)).raise_errors(where)
-    heads = selected_heads(config, dataset_heads)
+@dataclass(frozen=True)
+class TrialInputs:
+    """What a trial trains on, checked once: its own copy of the config (output names filled in),
+    the prepared splits, the dataset's head registry, the model spec (computed once, here) and the
+    warnings for the trial's log."""
+
+    config: HydraConfig
+    data: PreparedData
+    dataset_heads: Any
+    spec: Any  # hydragnn_ensemble.model.spec.ModelSpec
+    warnings: tuple[str, ...] = ()
+
+
+def prepare_trial(config: HydraConfig, source: GraphSource, where: str) -> TrialInputs:
+    """Check ``config`` against the dataset (the check a campaign's rank 0 runs before its first
+    trial, :mod:`hpo.preflight`), prepare the splits and derive the model spec. The caller's config
+    is not changed."""
+    from hydragnn_ensemble.config.schema import PNA_MPNN_TYPES
+
+    facts = dataset_facts(source, where)
+    check = config_problems(config, facts)
+    check.raise_errors(where)
+    config = config.model_copy(deep=True)
+    heads = selected_heads(config, source.heads)
     if config.variables.output_names is None:  # named by output_index (HydraGNN): write the names down
         config.variables.output_names = [h.name for h in heads]
-    tr = config.training
+    tr, arch = config.training, config.architecture
     prepared = prepare_data(
         source, heads, fields_for(config, heads), where=where,
         skip_nan_targets=tr.skip_nan_targets, preload=tr.preload,
-        degree_histogram=config.architecture.mpnn_type in ("PNA", "PNAPlus", "PNAEq")
-        and config.architecture.pna_deg is None,
+        degree_histogram=arch.mpnn_type in PNA_MPNN_TYPES and arch.pna_deg is None,
     )
-    return prepared, dataset_heads
+    spec = config_to_model_spec(
+        config, source.heads, prepared.node_feature_dim, prepared.edge_dim, prepared.degree_histogram,
+        use_atomic_numbers=prepared.has_atomic_numbers, radius=facts.cutoff)
+    return TrialInputs(config, prepared, source.heads, spec, tuple(check.warnings))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -418,14 +432,16 @@ def _fit(config: HydraConfig, data: str | os.PathLike | GraphSource, run_dir: Pa
     source = open_source(data)
     owned = source is not data
     try:
-        prepared, dataset_heads = prepare_trial_data(config, source, where)
+        inputs = prepare_trial(config, source, where)
         if owned and config.training.preload:
             source.close()  # everything is in memory now
             owned = False
-        for split, idx in prepared.skipped.items():
+        for warning in inputs.warnings:
+            log.write(f"warning: {warning}")
+        for split, idx in inputs.data.skipped.items():
             log.write(f"skipped {len(idx)} {split} sample(s) with NaN/inf targets: {idx[:20]}")
-        trainer = Trainer(config, prepared, run_dir, dataset_heads=dataset_heads, device=dev,
-                          pg=pg, log=log, budget=budget, progress=progress, channel=channel)
+        trainer = Trainer(inputs, run_dir, device=dev, pg=pg, log=log, budget=budget, progress=progress,
+                          channel=channel)
         return trainer.fit()
     finally:
         if owned:
@@ -480,11 +496,11 @@ def train_trial(
             raise  # a full disk is the machine's fault, not this trial's: ``train`` exits 75
         tb = traceback.format_exc()
         log.write(f"failed: {_one_line(exc)}\n{tb}")
-        result = TrialResult(status="failed", failure_reason=_one_line(exc), traceback=tb,
+        result = TrialResult(status=TrialStatus.FAILED, failure_reason=_one_line(exc), traceback=tb,
                              slots=ctx.world_size, device=dev.type,
                              peak_memory_mb=peak_memory_mb(dev))
     result.wall_time_s = budget.elapsed
     if ctx.is_main:
-        result.log_tail = result.log_tail or (log.tail_text() if result.status == "failed" else None)
+        result.log_tail = result.log_tail or (log.tail_text() if result.status == TrialStatus.FAILED else None)
         result.write(run_dir / RESULT_NAME)
     return result

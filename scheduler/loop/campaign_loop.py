@@ -117,13 +117,14 @@ class CampaignLoop:
     ahead or taken back, retries, outcomes and when the campaign stops.
 
     ``outcomes`` and ``next_trial_id`` carry the earlier runs of a resumed campaign, and
-    ``progress_history`` (``(trial_id, epoch, value)`` in journal order) their learning curves,
-    replayed into ``stopper`` (None: no early discarding) so that it decides as if never stopped."""
+    ``progress_history`` (``(trial_id, epoch, value, seconds trained)`` in journal order) their
+    learning curves, replayed into ``stopper`` (None: no early discarding) so that it decides as if
+    never stopped."""
 
     def __init__(self, rules: LoopRules, pool: ResourcePool, policy: PlacementPolicy, sizer: TrialSizer,
                  actions: LoopActions, outcomes: Outcomes | None = None, next_trial_id: int = 0,
                  stopper: Stopper | None = None,
-                 progress_history: Iterable[tuple[int, int, float | None]] = ()) -> None:
+                 progress_history: Iterable[tuple[int, int, float | None, float | None]] = ()) -> None:
         self.rules = rules
         self.book = TrialBook(pool, policy, sizer, rules.prefetch_below_s)
         self.sizer = sizer
@@ -134,7 +135,8 @@ class CampaignLoop:
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
         self.stopper = stopper
         if stopper is not None:
-            stopper.replay((t, epoch, math.nan if value is None else value) for t, epoch, value in progress_history)
+            stopper.replay((t, epoch, self._stopper_value(value, elapsed))
+                           for t, epoch, value, elapsed in progress_history)
 
     @property
     def stopped_by_failures(self) -> bool:
@@ -213,11 +215,19 @@ class CampaignLoop:
                 rt.best_value, rt.best_report = value, report
             if self.stopper is None or rt.stopping is not None:
                 continue
-            if self.stopper.report(trial_id, epoch, math.nan if value is None else value):
+            if self.stopper.report(trial_id, epoch, self._stopper_value(value, report.elapsed_s)):
                 shown = "not finite" if value is None else f"{value:.4g}"
                 rt.stopping = (f"early stopping ({self.stopper.name}) after epoch {epoch}: "
                                f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
+
+    def _stopper_value(self, value: float | None, elapsed_s: float | None) -> float | tuple[float, float]:
+        """What the stopper is told of one epoch (:attr:`hpo.stoppers.Stopper.objectives`): the
+        campaign objective, or it and the seconds the trial has trained; NaN where not known."""
+        objective = math.nan if value is None else value
+        if self.stopper is not None and self.stopper.objectives == 2:
+            return objective, math.nan if elapsed_s is None else float(elapsed_s)
+        return objective
 
     def trial_ended(self, trial_id: int, result: TrialResult, now: float, ended_at: float | None = None) -> None:
         """A running trial attempt ended at ``ended_at`` (default ``now``) with ``result``."""

@@ -11,11 +11,10 @@ from scheduler.placement.registry import (
     check_policy_name,
     make_policy,
     policy_names,
-    register_policy,
 )
 
 __all__ = [
     "DEFAULT_POLICY", "POLICY_FACTORIES", "Decision", "FifoPolicy", "FifoSkipPolicy",
     "FixedBlockPolicy", "LoadAwarePolicy", "PlacementPolicy", "Reservation",
-    "TrialRequest", "UnknownPolicyError", "check_policy_name", "make_policy", "policy_names", "register_policy",
+    "TrialRequest", "UnknownPolicyError", "check_policy_name", "make_policy", "policy_names"
 ]

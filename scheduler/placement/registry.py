@@ -1,7 +1,9 @@
 """Placement policies by name, the one registry: ``load-aware`` (default), ``fifo``, ``fifo-skip``,
 ``fixed-block``; ``first-fit`` is another name of ``fifo-skip`` (arrival order, skipping what does
-not fit). The campaign's ``placement``, the simulator's ``--policy`` and the runtime all go through
-:func:`make_policy`; a module that adds a policy registers it with :func:`register_policy`."""
+not fit). The campaign's ``placement`` (checked when the campaign is loaded, before anything starts),
+the simulator's ``--policy`` and the runtime all go through :func:`make_policy`. A new policy is one
+class (:class:`scheduler.placement.base.PlacementPolicy`) and one line in :data:`POLICY_FACTORIES`;
+``tests/scheduler/test_policies.py`` runs every registered one through the simulator."""
 
 from __future__ import annotations
 
@@ -29,11 +31,6 @@ class UnknownPolicyError(ValueError):
 def policy_names() -> list[str]:
     """The registered names, sorted."""
     return sorted(POLICY_FACTORIES)
-
-
-def register_policy(name: str, factory: Callable[..., PlacementPolicy]) -> None:
-    """Make ``factory`` available as ``placement: <name>``."""
-    POLICY_FACTORIES[name] = factory
 
 
 def check_policy_name(name: str) -> str:

@@ -14,7 +14,8 @@ trial's processes rendezvous through torch.distributed with ``--init-method file
 from scheduler.runtime.layout import ClusterLayout, build_layout
 from scheduler.runtime.run import CampaignSetupError, default_campaign_dir, run_campaign
 from scheduler.runtime.scheduler_rank import CampaignSummary
-from scheduler.runtime.trial_process import device_binding, merge_parts, trial_argv
+from scheduler.runtime.launch import device_binding, trial_argv
+from scheduler.runtime.outcome import merge_parts
 
 __all__ = [
     "CampaignSetupError",

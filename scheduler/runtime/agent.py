@@ -54,13 +54,9 @@ from scheduler.runtime.messages import (
 )
 from scheduler.runtime.progress_tail import ProgressTail
 from scheduler.runtime.polling import Backoff
-from scheduler.runtime.trial_process import (
-    GPU_VISIBILITY_VARS,
-    TrialProcess,
-    device_binding,
-    part_exited,
-    write_config,
-)
+from scheduler.runtime.launch import GPU_VISIBILITY_VARS, device_binding, write_config
+from scheduler.runtime.outcome import part_exited
+from scheduler.runtime.trial_process import TrialProcess
 
 RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
 #                        this often (only KillTrial/StopTrial/Shutdown can arrive while the slot is busy)

@@ -3,7 +3,7 @@
 Every agent starts one server when it starts (it imports the trial program's heavy modules while rank
 0 sets the campaign up); each trial is then one ``fork()`` of that server instead of a new
 interpreter importing torch. If the server cannot start, or dies, the agent goes on with
-:class:`~scheduler.runtime.trial_process.ExecLauncher` and says so once on stderr: a broken fork
+:class:`~scheduler.runtime.launch.ExecLauncher` and says so once on stderr: a broken fork
 server costs speed, never trials.
 """
 
@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.runtime.messages import StartTrial
-from scheduler.runtime.trial_process import (
+from scheduler.runtime.launch import (
     TRIAL_NICENESS,
     ExecLauncher,
     Launcher,
-    TrialProcess,
     _load_prctl,
     trial_argv,
     trial_env,
     wait_for_exit,
 )
+from scheduler.runtime.trial_process import TrialProcess
 
 READY_TIMEOUT_S = 900.0  # importing torch from a cold parallel file system can take minutes
 REPLY_TIMEOUT_S = 60.0
@@ -133,8 +133,8 @@ class ForkServerLauncher(Launcher):
                 return []
             elif msg.get("ready"):
                 self.ready_info = msg
-                if msg["failed"]:
-                    print(f"agent: the fork server could not import {msg['failed']}; the trials "
+                if msg["not_imported"]:
+                    print(f"agent: the fork server could not import {msg['not_imported']}; the trials "
                           "will import them (and report the error) themselves", file=self.stderr, flush=True)
         return messages
 

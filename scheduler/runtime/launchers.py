@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.runtime.fork_server import ForkServerLauncher
-from scheduler.runtime.trial_process import ExecLauncher, Launcher
+from scheduler.runtime.launch import ExecLauncher, Launcher
 
 LAUNCHERS: tuple[str, ...] = ("fork-server", "exec")
 

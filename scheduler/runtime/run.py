@@ -97,7 +97,8 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
     try:
         make_config = trial_config_maker(cfg, cdir)
         # the cost model sizes each trial (memory first, then a target duration) and learns from
-        # finished ones (scheduler.loop.CampaignLoop calls sizer.observe)
+        # finished ones (scheduler.loop.CampaignLoop calls sizer.observe); the one stopper of the
+        # run plans the sizer's expected work and decides in the loop
         stopper = cfg.early_stopping.make()
         sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
                               make_config, device=cfg.resources.device,
@@ -109,7 +110,7 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         if sizer.notice:
             notices.append(sizer.notice)
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
-                              progress=ProgressLine(enabled=False))
+                              progress=ProgressLine(enabled=False), stopper=stopper)
         again = [TrialSpec(u.trial_id, u.params, u.attempt,
                            u.size if u.size in sizes else sizer.size(u.params)[0],
                            retries_used=u.retries_used, oom_retried=u.oom_retried)

@@ -40,7 +40,6 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
@@ -56,6 +55,7 @@ from hpo.events import (
 )
 from hpo.events import TrialProgress as EpochEvent
 from hpo.session import CampaignSession
+from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import write_atomic
@@ -80,7 +80,9 @@ from scheduler.runtime.messages import (
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
 from scheduler.runtime.faults import InfrastructureFault, infrastructure_cause, remedy
-from scheduler.runtime.trial_process import IGNORED_STOP, kill_margin_s, merge_parts
+from scheduler.runtime.launch import kill_margin_s
+from scheduler.runtime.outcome import merge_parts
+from scheduler.runtime.trial_process import IGNORED_STOP
 from scheduler.runtime.transport import Transport
 from scheduler.sizing import TrialSizer
 
@@ -139,6 +141,7 @@ class SchedulerRank(LoopActions):
         make_trial_config: Callable[[dict[str, Any]], dict],
         progress: ProgressLine,
         clock: Callable[[], float] = time.time,
+        stopper: Stopper | None = None,
     ) -> None:
         self.transport = transport
         self.cfg = config
@@ -151,7 +154,7 @@ class SchedulerRank(LoopActions):
         state = session.state
         self.loop = CampaignLoop(LoopRules.from_campaign(config, layout.slots_per_node), layout.make_pool(),
                                  policy, sizer, self, Outcomes.from_state(state), state.next_trial_id,
-                                 stopper=config.early_stopping.make(), progress_history=state.progress)
+                                 stopper=stopper, progress_history=state.progress)
         # trial ids from here on have no directory yet: their agents create it and write the config
         # (a crashed run may have left directories of trials it suggested but never journaled)
         self._new_dirs_from = max([state.next_trial_id, *(i + 1 for i in cdir.trial_ids_on_disk())])

@@ -14,7 +14,7 @@ would (``runpy.run_module`` with ``sys.argv`` set) and leaves with ``os._exit``.
 
 Protocol (one JSON object per line; requests on stdin, replies on stdout):
 
-- at start-up: ``{"ready": true, "preloaded": [...], "failed": {module: error}}``, or
+- at start-up: ``{"ready": true, "preloaded": [...], "not_imported": {module: error}}``, or
   ``{"ready": false, "error": "..."}`` and exit when preloading initialised CUDA/HIP (a forked child
   cannot use a GPU runtime its parent initialised; the agent then exec's its trials);
 - request ``{"id": N, "program": MODULE, "args": [...], "log_path": PATH, "niceness": K}`` ->
@@ -219,7 +219,7 @@ def main(modules: list[str]) -> int:
         return 0
     gc.freeze()  # what is loaded now is never collected: a child's collections do not copy its pages
     server = _Server(reply_fd)
-    server.reply({"ready": True, "preloaded": preloaded, "failed": failed})
+    server.reply({"ready": True, "preloaded": preloaded, "not_imported": failed})
     server.serve()
     return 0
 

@@ -172,7 +172,7 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
         return  # the attempt ended already (stopped, failed): its later events are void
     if kind == "epoch":
         curve = cluster.by_id[trial_id].curve
-        loop.trial_progress(trial_id, attempt, [EpochReport(detail, curve[detail - 1])])
+        loop.trial_progress(trial_id, attempt, [EpochReport(detail, curve[detail - 1], elapsed_s=now - rt.start_time)])
         if cluster.cut_after.get(trial_id) == detail:
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, epochs=detail), now)
     else:  # "end" or "fail" (detail: the failure reason)

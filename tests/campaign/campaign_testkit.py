@@ -123,4 +123,4 @@ def replay_asha(progress, min_epochs: int = 1, reduction_factor: int = 3) -> dic
     from hpo.stoppers import AshaStopper
 
     return AshaStopper(min_epochs, reduction_factor).replay(
-        (t, e, math.nan if v is None else v) for t, e, v in progress)
+        (t, e, math.nan if v is None else v) for t, e, v, *_ in progress)

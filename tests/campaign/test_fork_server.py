@@ -12,7 +12,9 @@ import pytest
 
 from scheduler.runtime.fork_server import ForkServerLauncher, default_preload
 from scheduler.runtime.messages import StartTrial
-from scheduler.runtime.trial_process import TRIAL_NICENESS, TrialProcess, describe_exit
+from scheduler.runtime.launch import TRIAL_NICENESS
+from scheduler.runtime.outcome import describe_exit
+from scheduler.runtime.trial_process import TrialProcess
 
 PROBE = "tests.campaign.probe_program"
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +51,7 @@ def test_forked_trial_runs_like_python_dash_m(tmp_path: Path) -> None:
         proc = launcher.launch(start)
         assert _finish(launcher, proc) == 0
         probe = json.loads((Path(start.run_dir) / "probe.json").read_text())
-        assert launcher.ready_info == {"ready": True, "preloaded": ["json", "torch"], "failed": {}}
+        assert launcher.ready_info == {"ready": True, "preloaded": ["json", "torch"], "not_imported": {}}
         assert probe["ppid"] == launcher.server.pid  # forked by the server, not exec'd by us
         assert probe["sid"] == probe["pid"]  # its own session: the agent kills its whole group
         assert probe["torch_at_start"] is True  # imported once, by the server

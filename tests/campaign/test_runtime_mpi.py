@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from campaign_testkit import (
     REPO,
     events,
@@ -23,11 +24,13 @@ from campaign_testkit import (
 )
 
 from hpo.space import apply_params
+from hpo.state import CampaignState
+from hpo.stoppers import STOPPERS
 from hpo.campaign_dir import CampaignDirError, CampaignLock, _proc_start
 from scheduler.runtime.layout import RESERVED_TRIAL_ID, build_layout
 from scheduler.runtime.messages import AgentHello, StartTrial
 from scheduler.runtime.sizing import usable_sizes
-from scheduler.runtime.trial_process import device_binding, trial_argv
+from scheduler.runtime.launch import device_binding, trial_argv
 
 pytestmark = pytest.mark.mpi
 
@@ -387,3 +390,29 @@ def test_asha_stops_losing_trials_and_the_journal_replays_its_decisions(tmp_path
     files = write_report(out)
     assert f"stopped early ({len(stopped)} trials" in files.text
     assert files.curves_png is not None and files.curves_png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("method", sorted(STOPPERS))
+def test_every_registered_stopper_runs_a_real_campaign(tmp_path: Path, method: str) -> None:
+    """A registered stopper works in a campaign under mpiexec (pareto-asha used to crash rank 0: the
+    loop gave it one number where it needs the objective and the seconds trained)."""
+    campaign = write_asha_campaign(tmp_path, max_trials=5, epoch_s=0.05)
+    data = yaml.safe_load(campaign.read_text())
+    data["early_stopping"] = {"method": method, **({"min_epochs": 1, "reduction_factor": 3} if "asha" in method else {})}
+    campaign.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 0, proc.stderr
+    state = CampaignState.replay(events(out))
+    assert [r.trial_id for r in state.finished] == [0, 1, 2, 3, 4] and state.num_failed == 0
+    assert all(len(r.last_attempt.curve) >= 1 for r in state.finished)
+
+
+def test_a_placement_that_is_not_registered_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    campaign = write_campaign(tmp_path, placement="best-fit")
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=2)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "placement 'best-fit' is not available; choose one of" in errors[0]
+    assert not out.exists()

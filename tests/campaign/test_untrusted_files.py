@@ -15,7 +15,7 @@ from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult
 from hydragnn_ensemble.untrusted_files import NotRegularFileError, read_bytes, write_atomic
 from scheduler.runtime.faults import disk_full, infrastructure_cause
 from scheduler.runtime.progress_tail import MAX_EPOCH, ProgressTail, parse_line
-from scheduler.runtime.trial_process import read_log_tail
+from scheduler.runtime.outcome import read_log_tail
 
 
 def _in_time(fn, seconds: float = 5.0):

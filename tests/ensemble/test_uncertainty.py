@@ -123,3 +123,14 @@ def test_diverse_selection_prefers_members_whose_errors_differ():
     # elsewhere, where ranking by error would take the other copy
     assert chosen.trial_ids[0] in (10, 11) and chosen.trial_ids[1] == 12
     assert sum(chosen.weights) == pytest.approx(1.0)
+
+
+def test_the_registry_is_the_list_of_terms_a_model_uses() -> None:
+    """Every registered term is built from a model that has what it needs; none otherwise."""
+    from ensemble.uncertainty import UNCERTAINTY_TERMS, HeadUncertainty
+
+    full = HeadUncertainty(weights={"epistemic": 1.0}, distance_unit_variance=[0.1], prior_variance=[2.0],
+                           distance_limit=3.0)
+    assert [t.name for t in full.terms()] == list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain"]
+    bare = HeadUncertainty(weights={"epistemic": 1.0})
+    assert [t.name for t in bare.terms()] == ["epistemic", "aleatoric"]

@@ -4,11 +4,11 @@ the fixed-block recipe's hand-computable makespan."""
 import numpy as np
 import pytest
 
-from scheduler.placement import TrialRequest, make_policy
+from scheduler.placement import TrialRequest, make_policy, policy_names
 from scheduler.resources import ResourcePool
 from scheduler.simulator import SimConfig, SimTrial, simulate
 
-POLICIES = ["load-aware", "fifo", "fifo-skip", "first-fit", "fixed-block"]
+POLICIES = policy_names()  # every registered policy (the registry is the only list)
 
 
 def random_trials(n, spn, nodes, seed, error=0.5):

@@ -3,6 +3,9 @@
 import json
 
 import numpy as np
+import pytest
+
+from hpo.stoppers import STOPPERS
 
 from hydragnn_ensemble.cli import main
 from scheduler.simulator import SIM_JSON_KEYS, SimConfig, generate_workload, replay_workload, simulate
@@ -92,3 +95,19 @@ def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
         assert x.objective == min(curve[:trained])
     # the best trial of the plain run is found with ASHA too, sooner
     assert a["best_objective"] == p["best_objective"] and a["time_to_best_s"] < p["time_to_best_s"]
+
+
+@pytest.mark.parametrize("method", sorted(STOPPERS))
+def test_every_registered_stopper_works_in_the_campaign_loop(method):
+    """A registered stopper is one the campaign can use: each one runs through the shared loop (the
+    simulator drives it as the runtime does), stops some trials and saves slot time (pareto-asha
+    judges the objective and the seconds trained, both reported with every epoch)."""
+    w = generate_workload(60, 8, 4, 0.5, seed=5, target_seconds=600.0, max_trial_nodes=2, curves=True)
+    plain = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2))
+    options = {"min_epochs": 1, "reduction_factor": 3} if "asha" in method else {}
+    run = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2, early_stopping=method,
+                                early_stopping_options=options))
+    assert run.summary["early_stopping"] == method and run.summary["stopped_trials"] > 0
+    assert {r.trial_id for r in run.records} == {t.trial_id for t in w}  # every trial ran
+    held = lambda r: sum(len(x.held) * (x.end - x.start) for x in r.records)  # noqa: E731
+    assert held(run) < 0.9 * held(plain)

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hydragnn_ensemble.cli import UserError
     from hydragnn_ensemble.infrastructure import EXIT_INFRASTRUCTURE, infrastructure_cause
+    from hydragnn_ensemble.result import TrialStatus
     from hydragnn_ensemble.train import DistributedContext, train_trial
     from hydragnn_ensemble.train.allocator import keep_freed_memory
 
@@ -80,4 +81,4 @@ def run(args: argparse.Namespace) -> int:
               f"{result.wall_time_s:.1f} s -> {args.output}")
         if result.failure_reason:
             print(f"reason: {result.failure_reason}")
-    return 1 if result.status == "failed" else 0
+    return 1 if result.status == TrialStatus.FAILED else 0
