@@ -46,13 +46,11 @@ class JournalEventError(ValueError):
 
 
 def _trial_key(d: Mapping[str, Any], name: str) -> tuple[int, int]:
-    out = []
-    for key in ("trial_id", "attempt"):
-        value = d[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise JournalEventError(f"journal event {name!r}: {key} must be an integer >= 0, got {value!r}")
-        out.append(value)
-    return out[0], out[1]
+    trial_id, attempt = d["trial_id"], d["attempt"]
+    if type(trial_id) is not int or type(attempt) is not int or trial_id < 0 or attempt < 0:  # not bool either
+        key, value = ("trial_id", trial_id) if type(trial_id) is not int or trial_id < 0 else ("attempt", attempt)
+        raise JournalEventError(f"journal event {name!r}: {key} must be an integer >= 0, got {value!r}")
+    return trial_id, attempt
 
 
 def _optional(d: dict[str, Any], **values: Any) -> dict[str, Any]:
@@ -61,7 +59,7 @@ def _optional(d: dict[str, Any], **values: Any) -> dict[str, Any]:
     return d
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class JournalEvent:
     """What every event carries: when rank 0 recorded it."""
 
@@ -79,7 +77,7 @@ class JournalEvent:
         raise NotImplementedError
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CampaignStarted(JournalEvent):
     """A run of the campaign began (the first run, or a resume)."""
 
@@ -103,7 +101,7 @@ class CampaignStarted(JournalEvent):
                    format=int(d.get("format", 1)))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialSuggested(JournalEvent):
     """The optimizer proposed a new trial."""
 
@@ -123,7 +121,7 @@ class TrialSuggested(JournalEvent):
         return cls(time=d.get("time"), trial_id=trial_id, params=dict(d["params"]), attempt=attempt)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialStarted(JournalEvent):
     """An attempt holds its slots (its processes were sent off); the cost model's prediction."""
 
@@ -151,7 +149,7 @@ class TrialStarted(JournalEvent):
                    predicted_slot_s=d.get("predicted_slot_s"), queued_after=d.get("queued_after"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialProgress(JournalEvent):
     """A running attempt finished an epoch."""
 
@@ -173,7 +171,7 @@ class TrialProgress(JournalEvent):
         return cls(time=d.get("time"), trial_id=trial_id, attempt=attempt, report=EpochReport.from_journal(d))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialStopRequested(JournalEvent):
     """The campaign's stopper asked a running attempt to stop after its epoch."""
 
@@ -193,7 +191,7 @@ class TrialStopRequested(JournalEvent):
         return cls(time=d.get("time"), trial_id=trial_id, attempt=attempt, reason=str(d["reason"]))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialEnded(JournalEvent):
     """An attempt ended with its result (the base of :class:`TrialFinished` and :class:`TrialFailed`)."""
 
@@ -219,7 +217,7 @@ class TrialEnded(JournalEvent):
                 "started_at": d.get("started_at"), "ended_at": d.get("ended_at"), "stop": d.get("stop")}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialFinished(TrialEnded):
     """An attempt ended with a result of its own (completed, diverged, timeout, stopped)."""
 
@@ -234,7 +232,7 @@ class TrialFinished(TrialEnded):
         return cls(**cls._common(d, cls.name))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrialFailed(TrialEnded):
     """An attempt failed; ``will_retry``: the campaign re-runs it (on ``retry_size`` slots)."""
 
@@ -256,7 +254,7 @@ class TrialFailed(TrialEnded):
                    will_retry=bool(d.get("will_retry")), retry_size=d.get("retry_size"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CampaignFinished(JournalEvent):
     """A run of the campaign ended (budget, max_trials, failures, an infrastructure fault)."""
 
@@ -278,22 +276,31 @@ Event = Union[CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, Tria
 EVENT_TYPES: dict[str, type[JournalEvent]] = {cls.name: cls for cls in (
     CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished, TrialFailed,
     CampaignFinished)}
+_REQUIRED: dict[str, frozenset[str]] = {name: frozenset(cls.required) for name, cls in EVENT_TYPES.items()}
 
 
-def check_record(record: Mapping[str, Any]) -> type[JournalEvent]:
-    """The class of a line's object; :class:`JournalEventError` for an unknown name or missing field."""
+def _class_of(record: Mapping[str, Any]) -> type[JournalEvent]:
+    """The class of a line's object with its required fields present."""
     name = record.get("event")
     cls = EVENT_TYPES.get(name)  # type: ignore[arg-type]
     if cls is None:
         raise JournalEventError(f"unknown journal event {name!r}; known: {sorted(EVENT_TYPES)}")
-    missing = [f for f in cls.required if f not in record]
-    if missing:
+    if not _REQUIRED[name] <= record.keys():
+        missing = [f for f in cls.required if f not in record]
         raise JournalEventError(f"journal event {name!r} is missing fields {missing}")
-    if name.startswith("trial_"):
-        _trial_key(record, name)
+    return cls
+
+
+def check_record(record: Mapping[str, Any]) -> type[JournalEvent]:
+    """The class of a line's object; :class:`JournalEventError` for an unknown name, a missing
+    field or a trial id / attempt that is not an integer >= 0."""
+    cls = _class_of(record)
+    if cls.name.startswith("trial_"):
+        _trial_key(record, cls.name)
     return cls
 
 
 def event_from_json(record: Mapping[str, Any]) -> JournalEvent:
-    """The typed event of one journal line's object (see :func:`check_record`)."""
-    return check_record(record).from_json(record)
+    """The typed event of one journal line's object (checked as :func:`check_record` does: the trial
+    events check their key while they are read)."""
+    return _class_of(record).from_json(record)

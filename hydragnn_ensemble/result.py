@@ -146,9 +146,13 @@ class TrialResult:
     def from_journal(cls, d: dict) -> "TrialResult":
         """A result as this program wrote it into a campaign journal (trusted: no validation beyond
         the status; keys an older or newer version wrote are ignored)."""
-        heads = {name: HeadMetrics(**{k: v for k, v in m.items() if k in _HEAD_FIELDS})
-                 for name, m in (d.get("heads") or {}).items()}
-        return cls(**{k: v for k, v in d.items() if k in _FIELDS and k != "heads"}, heads=heads)
+        get = d.get
+        heads = {name: HeadMetrics(m.get("val_mae"), m.get("val_rmse"), m.get("test_mae"), m.get("test_rmse"),
+                                   m.get("unit", "")) for name, m in (get("heads") or {}).items()}
+        return cls(d["status"], get("objective"), heads, get("num_parameters"), get("epochs") or 0,
+                   get("best_epoch"), get("wall_time_s") or 0.0, get("peak_memory_mb"), get("slots") or 1,
+                   get("device") or "cpu", get("failure_reason"), get("traceback"), get("log_tail"),
+                   get("checkpoint"))
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrialResult":
@@ -208,10 +212,6 @@ class TrialResult:
             return cls.from_dict(json.loads(data.decode("utf-8")))
         except (OSError, ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeError too
             raise ValueError(f"{path}: not a valid result.json ({exc})") from exc
-
-
-_FIELDS = frozenset(TrialResult.__dataclass_fields__)
-_HEAD_FIELDS = frozenset(HeadMetrics.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
