@@ -5,7 +5,12 @@
 
 For each (trials, estimate error, seed) one workload is generated (cost model + sizer) and run under
 every policy; medians over seeds are printed side by side with the ANCHORS figures (fixed-block 17%,
-FIFO 64%, FIFO-skip 72%). Goals (load-aware, estimate error 0.5): U >= 90%, makespan / LB <= 1.15.
+FIFO 64%, FIFO-skip 72%). Trials report every epoch (the runtime re-estimates running trials from
+them). Two study variants of load-aware can be added to ``--policies``: ``load-aware:blind`` (no
+epoch reports: placement keeps the predicted ends) and ``load-aware:malleable`` (running trials may
+move to more slots at an epoch boundary; the runtime does not do this). Goals (issue #27, load-aware):
+U >= 97% / 92% / 88% at estimate error 0.5 / 1.2 / 1.8 (makespan / LB <= 1.03 at 0.5), and at least
+FIFO-skip + 5 points at every error.
 A second run measures decision latency with 10,000 pending candidates (``max_pending``) on the full
 machine: goal p99 <= 1 ms. A third gives the trials learning curves and runs them without and with
 early discarding (ASHA, min 1 epoch, reduction factor 3) under load-aware placement at 50% estimate
@@ -26,6 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scheduler.simulator import SimConfig, generate_workload, simulate  # noqa: E402
 
 ANCHOR_U = {"fixed-block": 0.17, "fifo": 0.64, "fifo-skip": 0.72, "load-aware": None}
+VARIANTS: dict[str, dict] = {"": {}, "blind": {"reveal_epochs": False}, "malleable": {"malleable": True}}
+GOAL_U = ((0.5, 0.97), (1.2, 0.92), (1.8, 0.88))  # (estimate error up to, load-aware U at least)
+
+
+def _placement_goal_met(err: float, u: float, ratio: float, fifo_skip: list[dict] | None) -> bool:
+    """Issue #27's goals for load-aware at estimate error ``err`` (none below 0.5)."""
+    if err < 0.5:
+        return True
+    need = next((goal for upto, goal in GOAL_U if err <= upto), GOAL_U[-1][1])
+    if u < need or (err <= 0.5 and ratio > 1.03):
+        return False
+    return not fifo_skip or u >= statistics.median(r["utilisation"] for r in fifo_skip) + 0.05
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     print(f"{args.nodes} nodes x {args.gpus_per_node} slots = {args.nodes * args.gpus_per_node} slots; "
           f"medians over {args.seeds} seeds")
-    header = f"{'trials':>6} {'err':>4} {'policy':<12} {'U':>7} {'U anchor':>8} {'M/LB':>6} " \
+    header = f"{'trials':>6} {'err':>4} {'policy':<20} {'U':>7} {'U anchor':>8} {'M/LB':>6} " \
              f"{'p50 ms':>7} {'p99 ms':>7} {'wait mean h':>11} {'infl':>5} {'sim s':>6}"
     print(header + "   (p50/p99: wall clock of schedule() calls)")
     goals_ok = _placement(args)
@@ -79,18 +96,22 @@ def _placement(args: argparse.Namespace) -> bool:
             for seed in range(args.seeds):
                 work = generate_workload(n, args.nodes, args.gpus_per_node, err, seed)
                 for pol in args.policies:
-                    cfg = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=pol,
-                                    block_nodes=min(args.block_nodes, args.nodes), seed=seed, estimate_error=err)
+                    name, _, variant = pol.partition(":")
+                    if variant not in VARIANTS:
+                        raise SystemExit(f"--policies: unknown variant {pol!r} (variants: {sorted(VARIANTS)})")
+                    cfg = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=name,
+                                    block_nodes=min(args.block_nodes, args.nodes), seed=seed, estimate_error=err,
+                                    **VARIANTS[variant])
                     rows[pol].append(simulate(work, cfg).summary)
             for pol in args.policies:
                 med = lambda key, sub=None: statistics.median(  # noqa: E731
                     (r[key][sub] if sub else r[key]) for r in rows[pol])
                 u, ratio = med("utilisation"), med("makespan_over_lb")
-                anchor = ANCHOR_U[pol]
-                print(f"{n:>6} {err:>4} {pol:<12} {100 * u:>6.1f}% {'' if anchor is None else f'{100 * anchor:.0f}%':>8} "
+                anchor = ANCHOR_U.get(pol)
+                print(f"{n:>6} {err:>4} {pol:<20} {100 * u:>6.1f}% {'' if anchor is None else f'{100 * anchor:.0f}%':>8} "
                       f"{ratio:>6.3f} {med('decision_latency_ms', 'p50'):>7.3f} {med('decision_latency_ms', 'p99'):>7.3f} "
                       f"{med('wait_s', 'mean') / 3600:>11.2f} {med('moldable_work_inflation'):>5.3f} {med('sim_wall_s'):>6.1f}")
-                if pol == "load-aware" and err >= 0.5 and (u < 0.90 or ratio > 1.15):
+                if pol == "load-aware" and not _placement_goal_met(err, u, ratio, rows.get("fifo-skip")):
                     goals_ok = False
             la = [r["utilisation"] for r in rows.get("load-aware", [])]
             fifo = [r["utilisation"] for r in rows.get("fifo", [])]

@@ -12,7 +12,8 @@ event                    fields (optional ones in brackets)
 campaign_started         campaign (the frozen campaign.yaml), resume, ranks, slots, [format]
 trial_suggested          trial_id, params, attempt
 trial_started            trial_id, attempt, slots, hosts, size, [predicted_slot_s, queued_after]
-trial_progress           trial_id, attempt, epoch, objective, [heads, elapsed_s] (an EpochReport)
+trial_progress           trial_id, attempt, epoch, objective, [heads, elapsed_s, epoch_s, train_s]
+                         (an EpochReport)
 trial_stop_requested     trial_id, attempt, reason
 trial_finished           trial_id, attempt, result, [started_at, ended_at, stop]
 trial_failed             trial_id, attempt, reason, log_tail, result, [will_retry, retry_size,
@@ -163,7 +164,8 @@ class TrialProgress(JournalEvent):
         report = self.report.to_dict()
         return _optional({"event": self.name, "time": self.time, "trial_id": self.trial_id, "attempt": self.attempt,
                           "epoch": report["epoch"], "objective": report["objective"]},
-                         heads=report["heads"] or None, elapsed_s=report["elapsed_s"])
+                         heads=report["heads"] or None, elapsed_s=report["elapsed_s"], epoch_s=report["epoch_s"],
+                         train_s=report["train_s"])
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "TrialProgress":

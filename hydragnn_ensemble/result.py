@@ -215,17 +215,37 @@ class TrialResult:
 
 
 @dataclass(frozen=True)
+class EpochPace:
+    """How fast a trial's first epoch (of a process start) trains, before it ends: its
+    ``progress.jsonl`` ``pace`` line, written once when the epoch has trained a while. ``epoch``:
+    the epoch in progress (from 1); ``done``: the share of its training batches done (0 < done < 1);
+    ``train_s``: seconds those took; ``elapsed_s``: seconds since the process started. A campaign
+    re-estimates a long trial from it long before the epoch ends."""
+
+    epoch: int
+    done: float
+    train_s: float
+    elapsed_s: float
+
+    def to_dict(self) -> dict:
+        return {"epoch": self.epoch, "done": self.done, "train_s": self.train_s, "elapsed_s": self.elapsed_s}
+
+
+@dataclass(frozen=True)
 class EpochReport:
     """One finished epoch of a trial: its ``progress.jsonl`` line (the trainer's
     :class:`hydragnn_ensemble.train.progress.EpochChannel` writes it, the campaign's agent reads it
     with :func:`scheduler.runtime.progress_tail.parse_line`): epochs finished (from 1), that epoch's
     validation objective and per-head validation MAE/RMSE (None where not finite), seconds since the
-    trial started."""
+    trial started, and the seconds this epoch took (``epoch_s``, of which ``train_s`` training; the
+    rest evaluation): what the campaign's cost model learns from while the trial runs."""
 
     epoch: int
     objective: float | None
     heads: dict[str, HeadMetrics] = field(default_factory=dict)
     elapsed_s: float | None = None
+    epoch_s: float | None = None
+    train_s: float | None = None
 
     def metric(self, head: str, name: str) -> float | None:
         """``val_mae`` or ``val_rmse`` of one head in this epoch, or None."""
@@ -236,14 +256,14 @@ class EpochReport:
         """The progress line's object (and the journal's ``trial_progress`` fields)."""
         return {"epoch": self.epoch, "objective": self.objective,
                 "heads": {h: {"val_mae": m.val_mae, "val_rmse": m.val_rmse} for h, m in self.heads.items()},
-                "elapsed_s": self.elapsed_s}
+                "elapsed_s": self.elapsed_s, "epoch_s": self.epoch_s, "train_s": self.train_s}
 
     @classmethod
     def from_journal(cls, d: dict) -> "EpochReport":
         """A report as the journal holds it (trusted; ``heads``/``elapsed_s`` absent in old journals)."""
         heads = {name: HeadMetrics(val_mae=m.get("val_mae"), val_rmse=m.get("val_rmse"))
                  for name, m in (d.get("heads") or {}).items()}
-        return cls(int(d["epoch"]), d.get("objective"), heads, d.get("elapsed_s"))
+        return cls(int(d["epoch"]), d.get("objective"), heads, d.get("elapsed_s"), d.get("epoch_s"), d.get("train_s"))
 
 
 def _checked(key: str, value: Any) -> Any:

@@ -44,6 +44,8 @@ class SizedTrial:
     slots: int
     predicted_seconds: float
     alternatives: tuple[tuple[int, float], ...] = ()
+    epochs: int | None = None  # the trial's epoch budget (None: unknown); a running trial's remaining
+    #                            time is re-estimated from its epochs (scheduler.loop)
 
     def seconds_at(self, slots: int) -> float:
         """Predicted wall time on ``slots`` slots: the sizer's own figure for its size and the
@@ -153,7 +155,8 @@ class CostModelSizer:
             return SizedTrial(self.sizer.sizes[0], mean)
         choice = self.sizer.choose(features)
         f = 1.0 if self.work_fraction is None else self.work_fraction(features.num_epoch)
-        return SizedTrial(choice.slots, choice.predicted_seconds * f, tuple((n, sec * f) for n, sec in choice.alternatives))
+        return SizedTrial(choice.slots, choice.predicted_seconds * f, tuple((n, sec * f) for n, sec in choice.alternatives),
+                          epochs=features.num_epoch)
 
     def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""
@@ -172,6 +175,9 @@ class CostModelSizer:
 
     def larger_than(self, slots: int) -> int | None:
         return self.sizer.larger_than(slots)
+
+    def regrow(self, params: Mapping[str, Any], slots: int, epoch_s: float) -> tuple[tuple[int, float], ...]:
+        return ()
 
 
 def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,
@@ -220,6 +226,29 @@ class TrialSizer(Protocol):
 
     def larger_than(self, slots: int) -> int | None:
         """The next usable size above ``slots`` (out-of-memory retry), or None."""
+
+    def regrow(self, params: dict[str, Any], slots: int, epoch_s: float) -> tuple[tuple[int, float], ...]:
+        """The wider sizes a trial running on ``slots`` slots at ``epoch_s`` seconds per epoch
+        could move to where that pays, as ``(slots, predicted seconds per epoch there)`` ascending
+        (empty: it stays)."""
+
+
+def wider_epochs(sizes: Sequence[int], slots: int, epoch_s: float,
+                 efficiency: Callable[[int], float], min_speedup: float = 1.25) -> tuple[tuple[int, float], ...]:
+    """``(n, seconds per epoch on n slots)`` for the ``sizes`` above ``slots`` (ascending) where data
+    parallelism with ``efficiency`` pays: each kept size runs an epoch at least ``min_speedup`` times
+    faster than the size before it (the current one first)."""
+    out: list[tuple[int, float]] = []
+    last = epoch_s
+    rate = slots * efficiency(slots)
+    for n in sorted(set(sizes)):
+        if n <= slots:
+            continue
+        seconds = epoch_s * rate / (n * efficiency(n))
+        if seconds * min_speedup <= last:
+            out.append((n, seconds))
+            last = seconds
+    return tuple(out)
 
 
 MIN_MOLDABLE_S = 60.0  # trials predicted shorter than this at their own size are not widened

@@ -3,11 +3,12 @@
 After every epoch, rank 0 of a trial appends one JSON line to ``RUN_DIR/progress.jsonl``::
 
     {"epoch": 3, "objective": 0.0123, "heads": {"energy": {"val_mae": 0.041, "val_rmse": 0.06}},
-     "elapsed_s": 12.5}
+     "elapsed_s": 12.5, "epoch_s": 3.1, "train_s": 2.6}
 
 (``epoch``: epochs finished, from 1; ``objective``: that epoch's validation objective; ``heads``:
 each head's validation MAE and RMSE in its unit, as in result.json, so that any campaign objective
 key reads the same number from a line as from the result; ``elapsed_s``: since the trial started;
+``epoch_s``: this epoch's seconds, ``train_s`` of them training, the rest evaluation;
 non-finite numbers are null). The campaign's agent reads new lines while the trial runs and forwards them to rank
 0. To stop the trial, the agent writes ``RUN_DIR/stop`` (its text: the reason); the trainer looks for
 it after each epoch (all ranks of a data-parallel trial agree through one all-reduce), finishes
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from hydragnn_ensemble.run_dir import RunDir
 
+PACE_AFTER_S = 30.0  # the first epoch of a process start tells its pace after this much training
+
 
 class EpochChannel:
     """The trainer's side of the two files (``enabled``: this process writes the curve)."""
@@ -32,14 +35,20 @@ class EpochChannel:
         if enabled:
             self.paths.progress.unlink(missing_ok=True)  # a re-run's curve starts afresh
 
-    def report(self, epoch: int, objective: float, heads: dict[str, tuple[float, float]], elapsed_s: float) -> None:
-        """Append the line of a finished epoch (``epoch`` counted from 1; ``heads``: head -> (MAE, RMSE))."""
+    def report(self, epoch: int, objective: float, heads: dict[str, tuple[float, float]], elapsed_s: float,
+               epoch_s: float | None = None, train_s: float | None = None) -> None:
+        """Append the line of a finished epoch (``epoch`` counted from 1; ``heads``: head -> (MAE, RMSE);
+        ``epoch_s``: this epoch's seconds, ``train_s`` of them training)."""
         if not self.enabled:
             return
         line = {"epoch": int(epoch), "objective": _finite_or_none(objective),
                 "heads": {k: {"val_mae": _finite_or_none(mae), "val_rmse": _finite_or_none(rmse)}
                           for k, (mae, rmse) in heads.items()},
                 "elapsed_s": round(float(elapsed_s), 4)}
+        if epoch_s is not None:
+            line["epoch_s"] = round(float(epoch_s), 4)
+        if train_s is not None:
+            line["train_s"] = round(float(train_s), 4)
         with open(self.paths.progress, "a") as fh:
             fh.write(json.dumps(line) + "\n")
 

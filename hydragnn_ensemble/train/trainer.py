@@ -321,7 +321,7 @@ class Trainer:
             f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
             f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s "
             f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
-        self.channel.report(epoch + 1, objective, errors, self.budget.elapsed)
+        self.channel.report(epoch + 1, objective, errors, self.budget.elapsed, stats.epoch_time_s, t_train)
         if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             self.scheduler.step(objective)
         elif self.scheduler is not None:

@@ -10,7 +10,7 @@ retries or budgets (:class:`scheduler.loop.CampaignLoop` does) and does no I/O.
 from __future__ import annotations
 
 from scheduler.loop.trials import QueuedTrial, RunningTrial, TrialSpec
-from scheduler.placement.base import PlacementPolicy
+from scheduler.placement.base import PlacementPolicy, growth_key
 from scheduler.resources import ResourcePool
 from scheduler.sizing import TrialSizer, trial_request
 
@@ -44,6 +44,31 @@ class TrialBook:
         if spec.sized is None:
             spec.sized = self.sizer.choose(spec.params)
         self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+
+    def grow(self, now: float) -> list[RunningTrial]:
+        """Running trials placement moves onto more slots: the free ones among their new slots are
+        held for them (under :func:`growth_key`) until they move; returns them (``moving_to`` set)."""
+        grown = []
+        for growth in self.policy.grow(self.pool, now):
+            rt = self.running[growth.trial_id]
+            extra = tuple(x for x in growth.slots if self.pool.owner_of(x) != growth.trial_id)
+            if extra:
+                self.pool.allocate(growth_key(growth.trial_id), extra)
+            rt.moving_to = growth
+            grown.append(rt)
+        return grown
+
+    def move(self, next_spec: TrialSpec, now: float) -> RunningTrial:
+        """A growing trial left its slots: its continuation ``next_spec`` runs on the slots it was
+        given from ``now`` on."""
+        trial_id = next_spec.trial_id
+        growth = self.running[trial_id].moving_to
+        assert growth is not None
+        self.end(trial_id, now)
+        self.pool.allocate(trial_id, growth.slots)
+        self.policy.moved(trial_id, growth.slots, now + next_spec.sized.predicted_seconds if next_spec.sized
+                          else growth.end, now)
+        return self._run(next_spec, growth.slots, now)
 
     def schedule(self, now: float) -> list[RunningTrial]:
         """Start what placement decides now (a moldable trial may start wider than it was sized)."""
@@ -81,9 +106,12 @@ class TrialBook:
         return sent
 
     def end(self, trial_id: int, now: float) -> RunningTrial:
-        """A running trial attempt ended: its slots go back to the pool."""
+        """A running trial attempt ended: its slots (and those held for its move) go back to the pool."""
         rt = self.running.pop(trial_id)
         self._needs_successor.pop(trial_id, None)
+        if rt.moving_to is not None and self.pool.held_by(growth_key(trial_id)):
+            self.pool.release(growth_key(trial_id))
+            self.policy.finished(growth_key(trial_id), now)
         self.pool.release(trial_id)
         self.policy.finished(trial_id, now)
         return rt

@@ -10,10 +10,17 @@ path leave before the optimizer is asked for more)::
                          ahead when slots are idle with nothing waiting
 
 and between turns, as they happen: :meth:`CampaignLoop.trial_progress` (a trial finished epochs:
-the stopper, if the campaign has one, may ask it to stop), :meth:`CampaignLoop.trial_ended` (retry
-on more slots after an out-of-memory kill, or on the same size up to ``retries``; outcome counts;
-the failure threshold), :meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and
-:meth:`CampaignLoop.stop`.
+the stopper, if the campaign has one, may ask it to stop; placement re-estimates its end),
+:meth:`CampaignLoop.trial_ended` (retry on more slots after an out-of-memory kill, or on the same
+size up to ``retries``; outcome counts; the failure threshold), :meth:`CampaignLoop.trial_moved` (a
+trial placement grew checkpointed at an epoch boundary and continues on more slots),
+:meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and :meth:`CampaignLoop.stop`.
+
+Malleable trials (``LoopRules.malleable``): after each epoch a running trial is re-estimated
+(its remaining epochs times its last epoch's seconds) with the wider sizes it could move to
+(:meth:`TrialSizer.regrow`, the start-up it showed paid again); with nothing waiting, the policy's
+:meth:`PlacementPolicy.grow` picks trials to move, which checkpoint after their current epoch and
+are started again, first, on that many slots.
 
 The loop does no I/O and reads no clock: what its decisions do in the world is a
 :class:`LoopActions` (the runtime journals and sends MPI messages; the simulator pushes events on
@@ -29,13 +36,13 @@ from typing import Iterable, Sequence
 
 from hpo.objective import ObjectiveKey
 from hpo.stoppers import Stopper
-from hydragnn_ensemble.result import OOM_REASON, EpochReport, TrialResult, TrialStatus
+from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import CandidateSource, QueuedTrial, RunningTrial, TrialSpec
-from scheduler.placement.base import PlacementPolicy
+from scheduler.placement.base import PlacementPolicy, RunningEstimate
 from scheduler.resources import ResourcePool
-from scheduler.sizing import TrialSizer
+from scheduler.sizing import SizedTrial, TrialSizer
 
 
 class PlacementStuckError(RuntimeError):
@@ -56,6 +63,11 @@ class LoopRules:
     min_trials_for_threshold: int = 8
     objective: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
     max_pending: int | None = None  # a cap on the waiting candidates (the simulator's latency runs)
+    trial_time_limit_s: float = math.inf  # no trial runs longer (re-estimated ends stay within it)
+    # running trials may be moved to more slots at an epoch boundary: a simulator study only (the
+    # MPI runtime does not checkpoint-and-move trials, so campaigns never set it)
+    malleable: bool = False
+    max_moves: int = 2  # a trial moves at most this many times (each pays its start-up again)
 
     @classmethod
     def from_campaign(cls, cfg, slots_per_node: int) -> "LoopRules":
@@ -65,7 +77,7 @@ class LoopRules:
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
-                   objective=ObjectiveKey.parse(cfg.objective))
+                   objective=ObjectiveKey.parse(cfg.objective), trial_time_limit_s=cfg.trial_time_limit_s)
 
 
 class LoopActions(ABC):
@@ -96,6 +108,16 @@ class LoopActions(ABC):
     @abstractmethod
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         """Ask ``rt`` to stop after its current epoch (it then ends as ``stopped``)."""
+
+    @abstractmethod
+    def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
+        """Ask ``rt`` to checkpoint after its current epoch and exit (``at_boundary``), or to exit
+        now (it has no epoch to keep and restarts from scratch): it continues on ``slots`` slots
+        (its exit comes back through :meth:`CampaignLoop.trial_moved`)."""
+
+    @abstractmethod
+    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
+        """``rt`` checkpointed after ``epochs_done`` epochs and exited; ``next_spec`` continues it."""
 
     @abstractmethod
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
@@ -134,6 +156,7 @@ class CampaignLoop:
         self.stop_reason: str | None = None
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
         self.stopper = stopper
+        self._epoch_per_train = 1.2  # an epoch's seconds over its training's (evaluation adds the rest)
         if stopper is not None:
             stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                            for t, epoch, value, elapsed in progress_history)
@@ -153,6 +176,9 @@ class CampaignLoop:
         """Placement on the candidates already waiting; returns how many started."""
         if self.stop_reason is not None:
             return 0
+        if self.rules.malleable and self.book.pool.free_slots:
+            for rt in self.book.grow(now):  # trials that would end the campaign late go first
+                self.actions.move_trial(rt, len(rt.moving_to.slots), at_boundary=rt.last_epoch_s is not None)
         started = self.book.schedule(now)
         for rt in started:
             self.actions.start(rt)
@@ -201,12 +227,14 @@ class CampaignLoop:
             self.book.submit(spec, now)
 
     # -- events --------------------------------------------------------------------------------------
-    def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[EpochReport]) -> None:
+    def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[EpochReport], now: float) -> None:
         """A running trial attempt finished ``epochs`` (its progress.jsonl lines); the stopper sees
-        each one and may ask the trial to stop."""
+        each one and may ask the trial to stop; placement plans with its re-estimated end."""
         rt = self.book.running.get(trial_id)
         if rt is None or rt.spec.attempt != attempt:
             raise RuntimeError(f"progress of trial {trial_id} attempt {attempt}, which is not running")
+        if epochs:
+            self._revise(rt, epochs[-1], len(epochs), now)
         for report in epochs:
             epoch = report.epoch
             value = self.rules.objective.of_report(report)
@@ -220,6 +248,64 @@ class CampaignLoop:
                 rt.stopping = (f"early stopping ({self.stopper.name}) after epoch {epoch}: "
                                f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
+                self.book.policy.revise(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
+
+    def trial_pace(self, trial_id: int, attempt: int, pace: EpochPace, now: float) -> None:
+        """A running trial attempt told how fast its first epoch trains, before that epoch ends:
+        placement re-estimates it (and may restart it wider at once, see ``malleable``)."""
+        rt = self.book.running.get(trial_id)
+        if rt is None or rt.spec.attempt != attempt:
+            raise RuntimeError(f"pace of trial {trial_id} attempt {attempt}, which is not running")
+        if rt.last_epoch_s is not None or not 0 < pace.done < 1 or pace.train_s <= 0:
+            return  # an epoch told more already, or nothing to learn
+        per_train = pace.train_s / pace.done  # the whole epoch's training
+        epoch_s = rt.paced_epoch_s = per_train * self._epoch_per_train
+        if rt.startup_s is None:
+            rt.startup_s = max(0.0, now - rt.start_time - pace.train_s)
+        self._estimate(rt, now, epoch_s, finished=pace.epoch, to_boundary=epoch_s - pace.train_s,
+                       from_scratch=rt.spec.resume_epoch == 0)
+
+    def _revise(self, rt: RunningTrial, report: EpochReport, new_epochs: int, now: float) -> None:
+        """Re-estimate a running trial from its last epoch (see :meth:`_estimate`)."""
+        spec = rt.spec
+        epoch_s = report.epoch_s
+        if epoch_s is None:
+            return
+        if report.train_s is not None and report.train_s > 0:  # learn how much evaluation adds
+            self._epoch_per_train += (max(1.0, epoch_s / report.train_s) - self._epoch_per_train) / 16.0
+        if rt.startup_s is None and report.epoch - spec.resume_epoch == new_epochs:  # its first report
+            rt.startup_s = max(0.0, now - rt.start_time - epoch_s * (report.epoch - spec.resume_epoch))
+        rt.last_epoch_s = epoch_s
+        self._estimate(rt, now, epoch_s, finished=report.epoch + 1, to_boundary=epoch_s, from_scratch=False)
+
+    def _estimate(self, rt: RunningTrial, now: float, epoch_s: float, finished: int, to_boundary: float,
+                  from_scratch: bool) -> None:
+        """Tell placement a running trial's re-estimated end: the epochs it is expected to train
+        (its budget, or under the stopper its expected share of it) at ``epoch_s`` seconds each,
+        ``finished`` of them done ``to_boundary`` seconds from now; within its time limit. Under
+        ``malleable`` with the sizes it could move to, paying its start-up again: at that epoch
+        boundary from its checkpoint, or (``from_scratch``, no epoch done yet) now, from the start."""
+        spec = rt.spec
+        epochs = spec.sized.epochs if spec.sized is not None else None
+        if epochs is None or rt.stopping is not None or rt.moving_to is not None:
+            return
+        growable = (self.rules.malleable and rt.startup_s is not None and spec.moves < self.rules.max_moves
+                    and spec.trial_id not in self.book.queued)
+        planned = epochs if self.stopper is None else max(1.0, epochs * self.stopper.expected_fraction(epochs))
+        after = max(planned - finished, 0.0)  # epochs left after the boundary
+        limit_at = rt.start_time - spec.time_used_s + self.rules.trial_time_limit_s
+        rt.revised_end = min(now + to_boundary + after * epoch_s, limit_at)
+        wider: tuple[tuple[int, float], ...] = ()
+        boundary = now + to_boundary
+        if growable:
+            restart = rt.startup_s
+            options = self.sizer.regrow(spec.params, len(rt.slots), epoch_s)
+            if from_scratch:
+                boundary = now
+                wider = tuple((n, min(now + restart + planned * seconds, limit_at)) for n, seconds in options)
+            elif after >= 1:
+                wider = tuple((n, min(boundary + restart + after * seconds, limit_at)) for n, seconds in options)
+        self.book.policy.revise(RunningEstimate(spec.trial_id, len(rt.slots), rt.revised_end, boundary, wider), now)
 
     def _stopper_value(self, value: float | None, elapsed_s: float | None) -> float | tuple[float, float]:
         """What the stopper is told of one epoch (:attr:`hpo.stoppers.Stopper.objectives`): the
@@ -251,6 +337,23 @@ class CampaignLoop:
             if message is not None:
                 self.failure_message = message
                 self.stop("failure threshold exceeded")
+
+    def trial_moved(self, trial_id: int, attempt: int, epochs_done: int, now: float) -> None:
+        """A trial asked to move (:meth:`LoopActions.move_trial`) left its slots after
+        ``epochs_done`` epochs (from its checkpoint; 0: from scratch): it starts again at once on the
+        slots it was given. A trial whose epochs were all done ends through :meth:`trial_ended`."""
+        rt = self.book.running.get(trial_id)
+        if rt is None or rt.spec.attempt != attempt or rt.moving_to is None:
+            raise RuntimeError(f"trial {trial_id} attempt {attempt} moved, but no move was asked of it")
+        spec, size = rt.spec, len(rt.moving_to.slots)
+        budget = spec.sized.epochs if spec.sized is not None else None
+        left = max(1, (budget or epochs_done + 1) - epochs_done)
+        per_epoch = rt.last_epoch_s or rt.paced_epoch_s or 0.0
+        there = dict(self.sizer.regrow(spec.params, len(rt.slots), per_epoch)).get(size, per_epoch)
+        sized = SizedTrial(size, (rt.startup_s or 0.0) + left * there, epochs=budget)
+        next_spec = spec.moved(size, epochs_done, now - rt.start_time, sized)  # one time limit for all moves
+        self.actions.moved(rt, epochs_done, next_spec)
+        self.actions.start(self.book.move(next_spec, now))
 
     def unqueued(self, after_id: int, trial_id: int, attempt: int, now: float) -> None:
         """The agent dropped a trial sent ahead before it started. At a stop it stays "suggested" (a

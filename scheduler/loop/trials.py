@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hydragnn_ensemble.result import EpochReport
+from scheduler.placement.base import Growth
 from scheduler.sizing import SizedTrial
 
 
@@ -35,11 +36,22 @@ class TrialSpec:
     retries_used: int = 0
     oom_retried: bool = False
     sized: SizedTrial | None = None  # the sizer's answer (size, prediction, wider sizes); None: ask it
+    resume_epoch: int = 0  # > 0: it continues from its checkpoint after this many epochs (a move)
+    time_used_s: float = 0.0  # seconds it ran before it moved (its time limit counts over all moves)
+    moves: int = 0  # times it moved onto more slots
 
     def next_attempt(self, size: int) -> "TrialSpec":
-        """The retry of this attempt on ``size`` slots (same id, parameters and retry counts)."""
+        """The retry of this attempt on ``size`` slots (same id, parameters and retry counts; a
+        retry starts from scratch)."""
         return TrialSpec(self.trial_id, self.params, self.attempt + 1, size, self.suggestion_id,
                          self.retries_used, self.oom_retried)
+
+    def moved(self, size: int, epochs_done: int, seconds: float, sized: SizedTrial) -> "TrialSpec":
+        """The continuation of this attempt on ``size`` slots from its checkpoint after
+        ``epochs_done`` epochs, which took ``seconds``."""
+        return TrialSpec(self.trial_id, self.params, self.attempt + 1, size, self.suggestion_id,
+                         self.retries_used, self.oom_retried, sized, epochs_done, self.time_used_s + seconds,
+                         self.moves + 1)
 
 
 @dataclass
@@ -52,9 +64,17 @@ class RunningTrial:
     stopping: str | None = None  # why the stopper asked it to stop (it ends after its epoch)
     best_report: EpochReport | None = None  # its epoch report with the lowest campaign objective
     best_value: float | None = None  # that objective
+    revised_end: float | None = None  # re-estimated from its reported epochs (None: not yet)
+    startup_s: float | None = None  # seconds from its start to its first epoch's, less that epoch
+    last_epoch_s: float | None = None  # seconds of the last epoch it reported
+    paced_epoch_s: float | None = None  # seconds an epoch takes, from its pace before its first epoch
+    moving_to: Growth | None = None  # the slots it moves onto (a growth), at its epoch boundary or now
 
     def predicted_end(self) -> float:
-        """When the sizer expects it to end (its start when it was never sized)."""
+        """When it is expected to end: re-estimated from its epochs once it reported one, else the
+        sizer's prediction (its start when it was never sized)."""
+        if self.revised_end is not None:
+            return self.revised_end
         return self.start_time + (self.spec.sized.seconds_at(len(self.slots)) if self.spec.sized else 0.0)
 
 

@@ -7,6 +7,8 @@ simulator with a virtual clock) does::
     decisions = policy.schedule(pool, now)    # whenever slots are freed or candidates arrive
     for d in decisions: pool.allocate(d.trial_id, d.slots); start(d)
     ...
+    policy.revise(estimate, now)              # a running trial re-estimated after an epoch
+    for g in policy.grow(pool, now): move(g)  # nothing pending: running trials onto more slots
     pool.release(trial_id); policy.finished(trial_id, now)
 
 Contract for every policy:
@@ -20,6 +22,14 @@ asks ``policy.next_to_queue(now)`` for the single-slot trial it would start next
 sends it ahead to the agent of a slot whose trial is about to end, and calls
 ``policy.queued_started(trial_id, slots, now)`` once that slot was released and given to it. A
 policy that returns None (the default) is never prefetched from.
+
+Growing running trials (optional, malleable trials): ``policy.grow(pool, now)`` returns
+:class:`Growth` decisions for running trials whose :class:`RunningEstimate` offers wider sizes, each
+with the slots the trial is to run on (free ones, and possibly its own). The caller holds the free
+ones under :func:`growth_key` until the move (the trial's next epoch boundary, or at once for a
+restart from scratch), then releases both holdings, gives the trial its new slots and calls
+``policy.finished(growth_key(id), now)``, ``policy.finished(id, now)`` and ``policy.moved(id, slots,
+end, now)``. A policy that returns nothing (the default) never grows a trial.
 """
 
 from __future__ import annotations
@@ -56,6 +66,35 @@ class TrialRequest:
 
 
 @dataclass(frozen=True)
+class RunningEstimate:
+    """A running trial re-estimated after an epoch: its predicted ``end`` on the ``slots`` it
+    holds, the ``boundary`` (the end of its current epoch: the earliest it can move) and the wider
+    sizes it may move to there, as ``(slots, predicted end if moved)`` in ascending slots (empty:
+    it stays on its slots)."""
+
+    trial_id: int
+    slots: int
+    end: float
+    boundary: float
+    wider: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Move running trial ``trial_id`` onto ``slots`` (global slot ids: free ones, possibly some of
+    its own) at the ``boundary`` of its :class:`RunningEstimate`; ``end``: its predicted end there."""
+
+    trial_id: int
+    slots: tuple[int, ...]
+    end: float
+
+
+def growth_key(trial_id: int) -> int:
+    """The pool owner id under which the free slots a growing trial will move onto are held."""
+    return -1 - trial_id
+
+
+@dataclass(frozen=True)
 class Decision:
     """Start ``trial_id`` on these global slot ids now."""
 
@@ -83,6 +122,18 @@ class PlacementPolicy(ABC):
 
     def finished(self, trial_id: int, now: float) -> None:  # noqa: B027 - optional hook
         """Called after a running trial's slots were released; policies with reservations update here."""
+
+    def revise(self, estimate: RunningEstimate, now: float) -> None:  # noqa: B027 - optional hook
+        """A running trial's end was re-estimated (from the epochs it reported): policies that plan
+        with running trials' ends (reservations, the ideal finish time, growth) use the new one."""
+
+    def grow(self, pool: ResourcePool, now: float) -> list[Growth]:
+        """Running trials to move onto more slots (none by default; see the module docstring). Like
+        :meth:`schedule` it does not modify ``pool`` and names only free slots besides the trial's."""
+        return []
+
+    def moved(self, trial_id: int, slots: tuple[int, ...], end: float, now: float) -> None:  # noqa: B027
+        """A trial it grew holds ``slots`` from now on and is predicted to end at ``end``."""
 
     def next_to_queue(self, now: float) -> TrialRequest | None:
         """The pending single-slot trial to start on the next slot that frees, removed from the queue,

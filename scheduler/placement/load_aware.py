@@ -20,6 +20,13 @@ Each ``schedule`` call:
    While the queue holds more work than the machine can finish soon, ``F`` is far away and every
    trial keeps its sized width.
 
+5. **Growth** (:meth:`LoadAwarePolicy.grow`, malleable trials; called before ``schedule``). A
+   running trial re-estimated to end after ``F`` would end the campaign late whatever else runs:
+   latest end first, each is moved to the smallest wider size that ends by ``F`` (or the one that
+   ends soonest) on free slots off the head's reservation, when that ends it at least
+   :data:`MIN_GROWTH_GAIN` of its remaining time sooner. Its epochs (or its first epoch's pace) tell
+   its true rate, so the trials grown are those that really are long, not those predicted so.
+
 Cost: pending trials are kept per size class sorted by predicted duration, so a call touches the top
 of each class and bisects for the longest candidate that ends by ``S`` (O(classes x log pending) per
 started trial, never a scan of the pending queue); the reservation is one vectorised pass over the
@@ -34,10 +41,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.placement.base import Decision, PlacementPolicy, TrialRequest
+from scheduler.placement.base import Decision, Growth, PlacementPolicy, RunningEstimate, TrialRequest, growth_key
 from scheduler.resources import ResourcePool, WholeNodes
 
 MIN_PREDICTED_S = 1e-6  # predictions below this are raised to it (work ordering needs > 0)
+MIN_GROWTH_GAIN = 0.2  # a move must end a trial this share of its remaining time sooner
 UNKNOWN_END = np.inf  # slots held by trials this policy did not start (never assumed to free up)
 
 
@@ -119,6 +127,10 @@ class _EndTimes:
         rows = np.unique(idx // spn)
         self.sorted[rows] = np.sort(self.ends[rows], axis=1)
 
+    def set_end(self, slots: tuple[int, ...], end: float) -> None:
+        """A running trial's predicted end changed."""
+        self._set(slots, end)
+
     def rebuild(self, pool: ResourcePool) -> None:
         """Re-read ownership from the pool (trials not started by this policy never end)."""
         self.ends.fill(-np.inf)
@@ -176,6 +188,10 @@ class LoadAwarePolicy(PlacementPolicy):
         self._run_slots = 0
         self._run: dict[int, tuple[int, float]] = {}  # trial -> (slots, predicted end)
         self._queued: dict[int, TrialRequest] = {}  # handed out by next_to_queue, not started yet
+        self._growable: dict[int, RunningEstimate] = {}  # running trials that may move to more slots
+        self._moving: set[int] = set()  # trials given a growth, not moved yet
+        self._grow_seen: tuple[int, int] | None = None  # (version, free slots) of the last grow() call
+        self._version = 0  # bumped by every change grow() depends on
 
     # -- queue ---------------------------------------------------------------------------------------
     def submit(self, request: TrialRequest) -> None:
@@ -187,6 +203,7 @@ class LoadAwarePolicy(PlacementPolicy):
         super().submit(request)
         self._queue.add(request)
         self._pending_work += request.predicted_work
+        self._version += 1
 
     def cancel(self, trial_id: int) -> None:
         req = self._pending.get(trial_id)
@@ -198,6 +215,9 @@ class LoadAwarePolicy(PlacementPolicy):
             self._head_id, self.reservation = None, None
 
     def finished(self, trial_id: int, now: float) -> None:
+        self._growable.pop(trial_id, None)
+        self._moving.discard(trial_id)  # moved, or ended before it could
+        self._version += 1
         if self._ends is not None:
             self._ends.finish(trial_id)
         entry = self._run.pop(trial_id, None)
@@ -205,10 +225,113 @@ class LoadAwarePolicy(PlacementPolicy):
             self._run_slots -= entry[0]
             self._run_sum_end -= entry[0] * entry[1]
 
+    def revise(self, estimate: RunningEstimate, now: float) -> None:
+        """Plan with a running trial's re-estimated end (reservations, the ideal finish time) and
+        keep its wider sizes for :meth:`grow`."""
+        trial_id = estimate.trial_id
+        entry = self._run.get(trial_id)
+        if entry is None:
+            return
+        if estimate.wider and trial_id not in self._moving:
+            self._growable[trial_id] = estimate
+        else:
+            self._growable.pop(trial_id, None)
+        self._version += 1
+        slots, old_end = entry
+        end = max(estimate.end, now)
+        self._run[trial_id] = (slots, end)
+        self._run_sum_end += slots * (end - old_end)
+        if self._ends is not None and trial_id in self._ends.running:
+            held, _ = self._ends.running[trial_id]
+            self._ends.running[trial_id] = (held, end)
+            self._ends.set_end(held, end)
+
     def _dequeue(self, req: TrialRequest) -> None:
         self._queue.remove(req)
         del self._pending[req.trial_id]
         self._pending_work -= req.predicted_work
+
+    # -- growth --------------------------------------------------------------------------------------
+    def grow(self, pool: ResourcePool, now: float) -> list[Growth]:
+        """Move the running trials that would end after the ideal finish time onto more slots (see
+        the module docstring, step 5)."""
+        seen = (self._version, pool.free_slots)
+        if not self._growable or pool.free_slots == 0 or seen == self._grow_seen:
+            return []
+        self._grow_seen = seen
+        finish = self.ideal_finish(pool, now)
+        reserved = self.reservation.nodes if self.reservation is not None and self._head_id in self._pending \
+            else frozenset()
+        growths = []
+        with pool.tentative():
+            for est in sorted(self._growable.values(), key=lambda e: (-e.end, e.trial_id)):
+                if est.end <= finish or pool.free_slots == 0:
+                    break
+                choice = self._growth(pool, est, finish, now, reserved)
+                if choice is None:
+                    continue
+                growths.append(choice)
+                extra = [x for x in choice.slots if pool.owner_of(x) != est.trial_id]
+                pool.allocate(growth_key(est.trial_id), extra)  # tentative: undone on return
+                self._moving.add(est.trial_id)
+                del self._growable[est.trial_id]
+        for g in growths:  # the extra slots are busy until the move, when they become the trial's
+            extra = tuple(x for x in g.slots if pool.owner_of(x) != g.trial_id)
+            self._running(growth_key(g.trial_id), extra, g.end)
+        self._version += 1
+        return growths
+
+    def _growth(self, pool: ResourcePool, est: RunningEstimate, finish: float, now: float,
+                reserved: frozenset[int]) -> Growth | None:
+        """The smallest wider size ending by ``finish``, else the one ending soonest, that its own and
+        the free slots off ``reserved`` allow; None when none gains :data:`MIN_GROWTH_GAIN` of its
+        remaining time."""
+        best: Growth | None = None
+        for size, end in est.wider:
+            if best is not None and end >= best.end:
+                continue
+            slots = self._growth_slots(pool, est.trial_id, size, reserved)
+            if slots is None:
+                continue
+            best = Growth(est.trial_id, slots, end)
+            if end <= finish:
+                break
+        if best is None or est.end - best.end < MIN_GROWTH_GAIN * (est.end - now):
+            return None
+        return best
+
+    @staticmethod
+    def _growth_slots(pool: ResourcePool, trial_id: int, size: int, reserved: frozenset[int]) -> tuple[int, ...] | None:
+        """``size`` slots for a trial to move onto: on one node (its own, if it has room there) or
+        whole nodes (keeping those it holds whole); None when the free slots do not allow it."""
+        spn = pool.slots_per_node
+        held = pool.held_by(trial_id)
+        if isinstance(held, WholeNodes) and held.slots_per_node == spn:
+            per_node = dict.fromkeys(held.nodes, spn)
+        else:
+            per_node = {}
+            for x in held:
+                per_node[x // spn] = per_node.get(x // spn, 0) + 1
+        if size <= spn:
+            if len(per_node) == 1:
+                node = next(iter(per_node))
+                if node not in reserved and pool.free_on_node(node) >= size - len(held):
+                    return tuple(sorted((*held, *pool.free_slots_of_node(node)[:size - len(held)])))
+            return pool.pick(size, exclude=reserved or None) if pool.can_fit(size) else None
+        whole = [nd for nd, n in per_node.items() if n == spn]
+        need = size // spn - len(whole)
+        if need > pool.whole_free_nodes:
+            return None
+        more = pool.pick(need * spn, exclude=reserved or None) if need > 0 else ()
+        if more is None:
+            return None
+        extra = list(more.nodes) if isinstance(more, WholeNodes) else sorted({x // spn for x in more})
+        return WholeNodes(sorted(whole + extra), spn)
+
+    def moved(self, trial_id: int, slots: tuple[int, ...], end: float, now: float) -> None:
+        """A trial it grew runs on ``slots`` now, predicted to end at ``end``."""
+        self._running(trial_id, slots, end)
+        self._version += 1
 
     def _running(self, trial_id: int, slots: tuple[int, ...], end: float) -> None:
         """Track a started trial's predicted end (reservations, ideal finish time)."""

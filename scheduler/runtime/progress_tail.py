@@ -43,10 +43,21 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _seconds(value: Any) -> float | None:
+    """A time the cost model can use: finite and >= 0; anything else (a negative or non-finite time, a
+    text) is no time (None): the report still counts, the model does not learn from it."""
+    try:
+        number = _number(value)
+    except ValueError:
+        return None
+    return number if number is not None and number >= 0 else None
+
+
 def parse_line(line: str) -> EpochReport | None:
     """The :class:`EpochReport` of one line (``epoch`` an int in 1..MAX_EPOCH, ``objective`` and
-    each head's ``val_mae``/``val_rmse`` a number or null, ``elapsed_s`` a number or absent), or None
-    when the line is not one (see the module docstring)."""
+    each head's ``val_mae``/``val_rmse`` a number or null; ``elapsed_s``, ``epoch_s``, ``train_s``
+    seconds >= 0, or None where absent or unusable), or None when the line is not one (see the
+    module docstring)."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -60,14 +71,16 @@ def parse_line(line: str) -> EpochReport | None:
         return None
     try:
         objective = _number(data.get("objective"))
-        elapsed = _number(data.get("elapsed_s"))
+        elapsed = _seconds(data.get("elapsed_s"))
+        epoch_s = _seconds(data.get("epoch_s"))
+        train_s = _seconds(data.get("train_s"))
         clean = {str(name): HeadMetrics(val_mae=_number(m.get("val_mae")), val_rmse=_number(m.get("val_rmse")))
                  for name, m in heads.items() if isinstance(m, dict)}
     except ValueError:
         return None
     if len(clean) != len(heads):
         return None
-    return EpochReport(epoch, objective, clean, elapsed if elapsed is not None and elapsed >= 0 else None)
+    return EpochReport(epoch, objective, clean, elapsed, epoch_s, train_s)
 
 
 class ProgressTail:

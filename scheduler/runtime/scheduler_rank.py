@@ -188,6 +188,13 @@ class SchedulerRank(LoopActions):
         return self.time_used_before_s + (now - self.t_start)
 
     # -- LoopActions: what the loop's decisions do ------------------------------------------------
+    def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
+        raise RuntimeError("the MPI runtime does not move running trials (LoopRules.malleable is a "
+                           "simulator study; campaigns run with it off)")
+
+    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
+        raise RuntimeError("the MPI runtime does not move running trials")
+
     def suggested(self, spec: TrialSpec) -> None:
         self._log(TrialSuggested(time=self.clock(), trial_id=spec.trial_id, params=spec.params))
 
@@ -296,7 +303,7 @@ class SchedulerRank(LoopActions):
             if isinstance(msg, Unqueued):  # same tag as the exits: MPI keeps one agent's order
                 self.loop.unqueued(msg.after[0], msg.trial_id, msg.attempt, now)
             elif isinstance(msg, TrialProgress):
-                self.loop.trial_progress(msg.trial_id, msg.attempt, msg.epochs)
+                self.loop.trial_progress(msg.trial_id, msg.attempt, msg.epochs, now)
             else:
                 self._on_exit(msg, now)
         return bool(got)

@@ -1,6 +1,7 @@
 """The simulated world the campaign loop acts on: a virtual clock's event queue, agents that run
 each trial for its true duration (and start a trial sent ahead the moment the one before it ends),
-report each epoch of a trial with a learning curve and stop it after the next epoch when asked, an
+report each epoch of a trial (its learning curve's value, and the epoch's true seconds) and stop it
+after the next epoch when asked, an
 optimizer that hands out the workload's trials in order, and the workload's own sizes."""
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from typing import Any, Callable
 import numpy as np
 
 from hydragnn_ensemble.result import EpochReport, TrialResult, TrialStatus
+from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.cost_model import CostModel
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import NodeHealth, ResourcePool
 from scheduler.simulator.results import SimAttempt
 from scheduler.simulator.workload import SimTrial
-from scheduler.sizing import SizedTrial
+from scheduler.sizing import SizedTrial, wider_epochs
 
 NODE_FAILURE_REASON = "HIP error: device lost (injected node fault)"
+TRAIN_SHARE = 0.85  # of a simulated epoch, training; the rest is its evaluation passes
 TRIAL_FAILURE_REASON = "injected trial failure"
 WORKLOAD_KEY = "workload_trial"  # the parameter a simulated candidate carries: its workload trial id
 
@@ -108,10 +111,12 @@ class WorkloadSizer:
 
     def choose(self, params: dict[str, Any]) -> SizedTrial:
         t = self.by_id[params[WORKLOAD_KEY]]
+        budget = t.features.num_epoch if t.features is not None else t.epochs  # what its config says
         if self.work_fraction is None or t.curve is None:
-            return SizedTrial(t.slots, t.predicted_seconds, t.alternatives)
-        f = self.work_fraction(len(t.curve))
-        return SizedTrial(t.slots, t.predicted_seconds * f, tuple((n, sec * f) for n, sec in t.alternatives))
+            return SizedTrial(t.slots, t.predicted_seconds, t.alternatives, epochs=budget)
+        f = self.work_fraction(budget)
+        return SizedTrial(t.slots, t.predicted_seconds * f, tuple((n, sec * f) for n, sec in t.alternatives),
+                          epochs=budget)
 
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
         t = self.by_id[params[WORKLOAD_KEY]]
@@ -124,6 +129,12 @@ class WorkloadSizer:
 
     def larger_than(self, slots: int) -> int | None:
         return None  # no out-of-memory kills in the simulator
+
+    def regrow(self, params: dict[str, Any], slots: int, epoch_s: float) -> tuple[tuple[int, float], ...]:
+        t = self.by_id[params[WORKLOAD_KEY]]
+        if t.efficiency is None:
+            return ()
+        return wider_epochs([n for n in t.wider_sizes if n > slots], slots, epoch_s, t.efficiency)
 
 
 class TimedPolicy:
@@ -153,7 +164,7 @@ class SimulatedCluster(LoopActions):
 
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, health: NodeHealth,
                  slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
-                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = False) -> None:
+                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = True) -> None:
         self.by_id = by_id
         self.events = events
         self.health = health
@@ -163,10 +174,12 @@ class SimulatedCluster(LoopActions):
         self.failure_rate = failure_rate
         self.rng = rng
         self.on_finished = on_finished
-        self.report_epochs = report_epochs  # push an event per epoch (a stopper listens)
+        self.report_epochs = report_epochs  # push an event per epoch (the stopper and the re-estimation listen)
         self.now = 0.0
         self.epoch_s: dict[int, float] = {}  # seconds per epoch of each trial's current attempt
+        self.last_epoch: dict[int, int] = {}  # the epoch its current attempt ends after, if not stopped
         self.cut_after: dict[int, int] = {}  # a stopped trial ends after this many epochs
+        self.move_after: dict[int, int] = {}  # a trial moving to more slots exits after this many
         self.stopped: set[int] = set()
         self.records: list[SimAttempt] = []
         self.submitted_at: dict[int, float] = {}
@@ -182,14 +195,23 @@ class SimulatedCluster(LoopActions):
         width = t.slots if self.fixed_block and len(rt.slots) > t.slots else len(rt.slots)
         self.width[t.trial_id] = width
         self.started[t.trial_id] = rt.spec.attempt + 1
-        duration = t.true_seconds_at(width)
+        done = rt.spec.resume_epoch  # a moved trial continues from its checkpoint (start-up paid again)
+        duration, self.last_epoch[t.trial_id] = t.attempt(width, done, rt.spec.time_used_s)
         begin = rt.start_time
         key = (t.trial_id, rt.spec.attempt)
         self.cut_after.pop(t.trial_id, None)
-        if self.report_epochs and t.curve:
-            self.epoch_s[t.trial_id] = duration / len(t.curve)
-            for epoch in range(1, len(t.curve) + 1):
-                self.events.push(begin + epoch * self.epoch_s[t.trial_id], "epoch", (*key, epoch))
+        self.move_after.pop(t.trial_id, None)
+        self.epoch_s[t.trial_id] = epoch_s = t.true_epoch_s(width)
+        if self.report_epochs and PACE_AFTER_S < 0.5 * epoch_s * TRAIN_SHARE:
+            at = begin + t.startup_s + PACE_AFTER_S  # a long first epoch tells its pace early
+            if at < begin + duration:
+                self.events.push(at, "pace", (*key, PACE_AFTER_S / (epoch_s * TRAIN_SHARE)))
+        if self.report_epochs and t.epochs > 1:  # every epoch is reported: the campaign re-estimates it
+            for epoch in range(done + 1, self.last_epoch[t.trial_id] + 1):
+                at = begin + t.startup_s + (epoch - done) * epoch_s
+                if at >= begin + duration:
+                    break  # its last epoch: its end event says so
+                self.events.push(at, "epoch", (*key, epoch))
         if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
             self.events.push(begin + 0.05 * duration, "fail", (*key, NODE_FAILURE_REASON))
         elif self.failure_rate and self.rng.random() < self.failure_rate:
@@ -209,9 +231,28 @@ class SimulatedCluster(LoopActions):
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         """The trainer sees the request after its next epoch and ends there."""
         t = self.by_id[rt.spec.trial_id]
-        done = int(round((self.now - rt.start_time) / self.epoch_s[t.trial_id]))
-        self.cut_after[t.trial_id] = min(done + 1, len(t.curve))
+        self.cut_after[t.trial_id] = min(self._epochs_done(rt) + 1, t.epochs)
         self.stopped.add(t.trial_id)
+
+    def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
+        """The trainer checkpoints after its next epoch and exits (unless that was its last), or
+        exits now (it restarts from scratch)."""
+        t = self.by_id[rt.spec.trial_id]
+        if at_boundary:
+            self.move_after[t.trial_id] = min(self._epochs_done(rt) + 1, t.epochs)
+        else:
+            self.events.push(self.now, "move", (t.trial_id, rt.spec.attempt, rt.spec.resume_epoch))
+
+    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
+        tid = rt.spec.trial_id
+        self.records.append(SimAttempt(tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid],
+                                       rt.start_time, self.now, True, epochs=epochs_done, moved=True,
+                                       needed_slot_s=self.by_id[tid].work_done(epochs_done)))
+
+    def _epochs_done(self, rt: RunningTrial) -> int:
+        """Epochs a running trial has finished by now."""
+        t = self.by_id[rt.spec.trial_id]
+        return rt.spec.resume_epoch + int(round((self.now - rt.start_time - t.startup_s) / self.epoch_s[t.trial_id]))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
@@ -224,22 +265,29 @@ class SimulatedCluster(LoopActions):
         self.records.append(SimAttempt(
             tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid], rt.start_time, self.now, ok,
             objective=result.objective if curve is not None else None, stopped=result.status == TrialStatus.STOPPED,
-            work_fraction=result.epochs / len(curve) if result.status == TrialStatus.STOPPED else 1.0))
+            epochs=result.epochs if ok else None, needed_slot_s=self.by_id[tid].work_done(result.epochs) if ok else 0.0))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         self.on_finished()
 
-    def result_of(self, trial_id: int, reason: str | None, start_time: float, epochs: int | None = None) -> TrialResult:
-        """What a simulated attempt reports: for a trial with a learning curve its best value over
-        the ``epochs`` it trained (``stopped`` when fewer than its curve), otherwise its run time
-        (the simulator trains nothing)."""
+    def result_of(self, trial_id: int, reason: str | None, start_time: float, stopped_after: int | None = None
+                  ) -> TrialResult:
+        """What a simulated attempt reports: ``stopped`` after ``stopped_after`` epochs, else
+        ``completed`` (``timeout`` when its time limit ended it first); for a trial with a learning
+        curve its best value over the epochs it trained, otherwise its run time (the simulator
+        trains nothing)."""
         wall = self.now - start_time
         width = self.width[trial_id]
         if reason is not None:
             return TrialResult(status=TrialStatus.FAILED, failure_reason=reason, wall_time_s=wall, slots=width)
-        curve = self.by_id[trial_id].curve
-        if curve is None:
-            return TrialResult(status=TrialStatus.COMPLETED, objective=wall, wall_time_s=wall, slots=width)
-        trained = len(curve) if epochs is None else epochs
-        return TrialResult(status=TrialStatus.STOPPED if trained < len(curve) else TrialStatus.COMPLETED,
-                           objective=min(curve[:trained]), epochs=trained, wall_time_s=wall, slots=width)
+        t = self.by_id[trial_id]
+        trained = self.last_epoch[trial_id] if stopped_after is None else stopped_after
+        if stopped_after is not None:
+            status = TrialStatus.STOPPED
+        else:
+            status = TrialStatus.COMPLETED if trained >= t.epochs else TrialStatus.TIMEOUT
+        if t.curve is None:
+            objective = wall
+        else:
+            objective = min(t.curve[:trained]) if trained else None
+        return TrialResult(status=status, objective=objective, epochs=trained, wall_time_s=wall, slots=width)

@@ -12,12 +12,14 @@ from typing import Callable
 import numpy as np
 
 from hpo.stoppers import make_stopper
-from hydragnn_ensemble.result import EpochReport
+from hydragnn_ensemble.result import EpochPace, EpochReport
+from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
 from scheduler.resources import NodeHealth, ResourcePool
-from scheduler.simulator.cluster import EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer, WorkloadSource
+from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
+                                        WorkloadSource)
 from scheduler.simulator.results import SimResult, summarise
 from scheduler.simulator.workload import SimTrial, make_cost_model
 
@@ -52,6 +54,8 @@ class SimConfig:
     min_trials_for_threshold: int = 8
     seed: int = 0
     estimate_error: float | None = None  # reported in sim.json (the workload carries the scatter)
+    reveal_epochs: bool = True  # trials report each epoch: running trials are re-estimated (the runtime does)
+    malleable: bool = False  # study: running trials moved to more slots at an epoch boundary (not in the runtime)
 
 
 @dataclass
@@ -93,11 +97,11 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
     bar = tqdm(total=len(trials), desc=f"simulate {timed.name}", unit="trial", disable=not progress)
     cluster = SimulatedCluster(by_id, events, health, config.gpus_per_node, timed.name == "fixed-block", bad,
                                config.failure_rate, rng, on_finished=lambda: bar.update(1),
-                               report_epochs=stopper is not None)
+                               report_epochs=config.reveal_epochs)
     source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
                           work_fraction=None if stopper is None else stopper.expected_fraction)
-    loop = CampaignLoop(_rules(config, len(trials)), pool, timed, sizer, cluster, stopper=stopper)
+    loop = CampaignLoop(_rules(config, len(trials), max(t.time_limit_s for t in trials)), pool, timed, sizer, cluster, stopper=stopper)
     state = SimState(0.0, pool, timed.policy, {}, cluster.started)
     max_pending = 0
     t_wall = time.perf_counter()
@@ -150,11 +154,12 @@ def _check_workload(trials: list[SimTrial], config: SimConfig) -> None:
             raise SimulationError(f"trial {t.trial_id}: {t.slots} slots does not fit {config.nodes} nodes x {spn}")
 
 
-def _rules(config: SimConfig, num_trials: int) -> LoopRules:
+def _rules(config: SimConfig, num_trials: int, time_limit_s: float) -> LoopRules:
     return LoopRules(max_trials=num_trials, slots_per_node=config.gpus_per_node, pool_factor=config.pool_factor,
                      prefetch_below_s=config.prefetch_below_s, retries=config.retries,
                      retry_oom_on_more_slots=False, failure_threshold=config.failure_threshold,
-                     min_trials_for_threshold=config.min_trials_for_threshold, max_pending=config.max_pending)
+                     min_trials_for_threshold=config.min_trials_for_threshold, max_pending=config.max_pending,
+                     trial_time_limit_s=time_limit_s, malleable=config.malleable)
 
 
 def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedCluster,
@@ -170,10 +175,20 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
     rt = loop.book.running.get(trial_id)
     if rt is None or rt.spec.attempt != attempt:
         return  # the attempt ended already (stopped, failed): its later events are void
-    if kind == "epoch":
+    if kind == "pace":
+        loop.trial_pace(trial_id, attempt, EpochPace(rt.spec.resume_epoch + 1, detail, PACE_AFTER_S,
+                                                     now - rt.start_time), now)
+    elif kind == "move":
+        loop.trial_moved(trial_id, attempt, detail, now)
+    elif kind == "epoch":
         curve = cluster.by_id[trial_id].curve
-        loop.trial_progress(trial_id, attempt, [EpochReport(detail, curve[detail - 1], elapsed_s=now - rt.start_time)])
+        epoch_s = cluster.epoch_s[trial_id]
+        report = EpochReport(detail, curve[detail - 1] if curve else None, elapsed_s=now - rt.start_time,
+                             epoch_s=epoch_s, train_s=epoch_s * TRAIN_SHARE)
+        loop.trial_progress(trial_id, attempt, [report], now)
         if cluster.cut_after.get(trial_id) == detail:
-            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, epochs=detail), now)
+            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=detail), now)
+        elif cluster.move_after.get(trial_id) == detail:
+            loop.trial_moved(trial_id, attempt, detail, now)
     else:  # "end" or "fail" (detail: the failure reason)
         loop.trial_ended(trial_id, cluster.result_of(trial_id, detail, rt.start_time), now)

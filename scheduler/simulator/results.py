@@ -3,12 +3,14 @@
 sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
 
 - ``policy``, ``nodes``, ``gpus_per_node``, ``slots``, ``trials``, ``seed``, ``estimate_error``: the run;
-- ``utilisation`` (U): work the completed trials needed at their sized width / (slots x makespan);
+- ``utilisation`` (U): per finished trial, the slot-time its attempts held counted up to the work
+  it needed at its sized width for the epochs it trained (start-up paid again by a move and the
+  efficiency lost running wider are not useful work), summed / (slots x makespan);
   ``occupied_utilisation``: slot-time held by completed attempts / (slots x makespan) (higher when
-  the moldable tail ran trials wider, at a parallel-efficiency cost); ``moldable_work_inflation``:
-  their ratio;
-- ``makespan_s``; ``lower_bound_s`` = max(sized work / slots, longest completed attempt);
-  ``makespan_over_lb``; ``useful_slot_s``; ``longest_trial_s``;
+  trials ran wider, at a parallel-efficiency cost); ``moldable_work_inflation``: held / needed;
+- ``makespan_s``; ``lower_bound_s`` = max(needed work / slots, the longest trial at the widest
+  size it may run at); ``makespan_over_lb``; ``useful_slot_s``; ``longest_trial_s`` (first start
+  to end of the trial that took longest);
 - ``decision_latency_ms`` {p50, p99, max, calls}: wall clock of every ``schedule()`` call;
   ``decision_cpu_ms`` {p50, p99, max}: CPU time of the same calls;
 - ``wait_s`` {mean, max}: submission to first start;
@@ -63,7 +65,9 @@ class SimAttempt:
     ok: bool
     objective: float | None = None  # the best value of its learning curve it reached (curves only)
     stopped: bool = False  # ended early by the stopper
-    work_fraction: float = 1.0  # of the trial's whole work this attempt did (< 1 when stopped)
+    epochs: int | None = None  # epochs the trial had trained when it ended (None: it failed)
+    moved: bool = False  # it checkpointed and went on on more slots (the next attempt continues it)
+    needed_slot_s: float = 0.0  # the work those epochs need at the trial's sized width
 
 
 @dataclass
@@ -111,13 +115,25 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
     failed = [r for r in records if not r.ok]
     makespan = max((r.end for r in records), default=0.0)
     useful = float(sum(r.slots * (r.end - r.start) for r in done))
-    longest = max((r.end - r.start for r in done), default=0.0)
-    # the work the completed trials needed at the width the sizer chose (a trial started wider in the
-    # tail pays a parallel-efficiency loss that is occupied but not counted as useful here)
     by_id = {t.trial_id: t for t in trials}
-    fraction = {r.trial_id: r.work_fraction for r in done}  # a stopped trial needed only its share
-    sized_work = float(sum(by_id[tid].true_work * f for tid, f in fraction.items()))
-    lb = max(sized_work / slots, longest)
+    held: dict[int, float] = {}  # per trial, slot-time of its attempts that did not fail
+    chain_start: dict[int, float] = {}  # per trial, the start of the attempts that finished it
+    final: dict[int, SimAttempt] = {}
+    for r in records:
+        if not r.ok:
+            chain_start.pop(r.trial_id, None)
+            continue
+        held[r.trial_id] = held.get(r.trial_id, 0.0) + r.slots * (r.end - r.start)
+        chain_start.setdefault(r.trial_id, r.start)
+        if not r.moved:
+            final[r.trial_id] = r
+    # the work the finished trials needed at the width the sizer chose for the epochs they trained (a
+    # trial run wider pays a parallel-efficiency loss, a moved one its start-up again: held, not useful)
+    sized_work = float(sum(r.needed_slot_s for r in final.values()))
+    counted = float(sum(min(held[tid], r.needed_slot_s) for tid, r in final.items()))
+    longest = max((r.end - chain_start[tid] for tid, r in final.items()), default=0.0)
+    shortest = max((by_id[tid].shortest_s(r.epochs or 0) for tid, r in final.items()), default=0.0)
+    lb = max(sized_work / slots, shortest)
     first_start: dict[int, float] = {}
     for r in records:
         first_start.setdefault(r.trial_id, r.start)
@@ -128,7 +144,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
     summary = {
         "policy": policy_name, "nodes": pool.num_nodes, "gpus_per_node": pool.slots_per_node,
         "slots": slots, "trials": len(trials), "seed": config.seed, "estimate_error": config.estimate_error,
-        "utilisation": min(useful, sized_work) / (slots * makespan) if makespan > 0 else 0.0,
+        "utilisation": counted / (slots * makespan) if makespan > 0 else 0.0,
         "occupied_utilisation": useful / (slots * makespan) if makespan > 0 else 0.0,
         "moldable_work_inflation": useful / sized_work if sized_work > 0 else None,
         "makespan_s": makespan, "lower_bound_s": lb,

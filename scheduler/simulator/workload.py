@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from scheduler.cost_model import CostModel, DatasetStats, ParallelEfficiency, TrialFeatures
+from scheduler.runtime.launch import kill_margin_s
 from scheduler.sizing import Sizer, default_sizes
 
 # A large multi-dataset run (HydraGNN multidataset HPO-like): graphs, mean atoms and directed edges
 MULTIDATASET_STATS = DatasetStats(num_graphs=2_000_000, mean_nodes=30.0, mean_edges=600.0)
 GCD_SPEEDUP = 30.0  # one MI250X GCD against one CPU thread of the ANCHORS measurements
 GCD_MEMORY_GB = 64.0
+STARTUP_S = 60.0  # a trial's fixed start-up on a GCD node (interpreter, imports from Lustre, data)
 MPNN_TYPES = ("GIN", "SchNet", "EGNN", "PNA", "PaiNN")
 BATCH_SIZES = (16, 32, 64, 128)
 
@@ -28,29 +30,72 @@ class WorkloadError(ValueError):
 
 @dataclass(frozen=True)
 class SimTrial:
-    """One trial of a simulated campaign: its size, what placement is told, and the truth."""
+    """One trial of a simulated campaign: its size, what placement is told, and the truth.
+
+    A trial is a fixed start-up (``startup_s``, paid again by every attempt) and ``epochs`` epochs of
+    ``epoch_s`` seconds each at its own size; an epoch on ``n`` slots takes ``slots e(slots) / (n
+    e(n))`` times that (``efficiency`` e; without one the epoch time does not change with the
+    width). Like the trainer's time budget, ``time_limit_s`` (counted over all its attempts) ends
+    it after the epoch that reaches it (or kills it when that epoch outlives the runtime's kill
+    margin): it then ends as a timeout with fewer epochs.
+    ``true_seconds`` is its wall time at its own size (given: ``epoch_s`` follows from it)."""
 
     trial_id: int
     slots: int
     predicted_seconds: float
-    true_seconds: float
+    true_seconds: float  # at its own size, within its time limit
     memory_per_slot_gb: float = 0.0
     features: TrialFeatures | None = None
-    alternatives: tuple[tuple[int, float], ...] = ()  # wider sizes (slots, predicted seconds)
-    true_work_one: float | None = None  # true slot-seconds at one slot (None: rigid trial)
+    alternatives: tuple[tuple[int, float], ...] = ()  # wider sizes it may start at (slots, predicted seconds)
+    wider_sizes: tuple[int, ...] = ()  # wider sizes that fit its memory (it may be moved to one, malleable)
     time_limit_s: float = math.inf
     efficiency: ParallelEfficiency | None = None
     curve: tuple[float, ...] | None = None  # validation objective after each epoch (early discarding)
+    epochs: int = 1  # its epoch budget: it reports each epoch, from which the campaign re-estimates it
+    startup_s: float = 0.0  # true fixed start-up (process, imports, data) before its first epoch
+    epoch_s: float | None = None  # true seconds per epoch at its own size (None: from true_seconds)
 
     @property
     def true_work(self) -> float:
         return self.slots * self.true_seconds
 
+    def true_epoch_s(self, slots: int) -> float:
+        """True seconds of one epoch on ``slots`` slots."""
+        own = self.epoch_s if self.epoch_s is not None else max(self.true_seconds - self.startup_s, 0.0) / self.epochs
+        if slots == self.slots or self.efficiency is None:
+            return own
+        eff = self.efficiency
+        return own * self.slots * eff(self.slots) / (slots * eff(slots))
+
+    def attempt(self, slots: int, done: int = 0, used_s: float = 0.0) -> tuple[float, int]:
+        """(wall seconds, epochs it ends after) of an attempt on ``slots`` slots that starts after
+        ``done`` epochs and ``used_s`` seconds of earlier attempts (a moved trial)."""
+        if self.epoch_s is None and slots == self.slots and done == 0:
+            return self.true_seconds, self.epochs  # a trial given by its wall time only
+        per_epoch = self.true_epoch_s(slots)
+        left = self.epochs - done
+        budget = self.time_limit_s - used_s - self.startup_s  # the epoch that reaches it is the last
+        if per_epoch <= 0 or left * per_epoch <= budget:
+            return self.startup_s + left * per_epoch, self.epochs
+        fit = min(left, max(1, math.ceil(budget / per_epoch)))
+        killed_at = max(self.time_limit_s - used_s, 0.0) + kill_margin_s(self.time_limit_s)
+        if self.startup_s + fit * per_epoch > killed_at:  # its last epoch outlives the kill margin
+            return killed_at, done + fit - 1
+        return self.startup_s + fit * per_epoch, done + fit
+
     def true_seconds_at(self, slots: int) -> float:
-        """True wall time at ``slots`` (its sized width gives :attr:`true_seconds`)."""
-        if slots == self.slots or self.true_work_one is None or self.efficiency is None:
-            return self.true_seconds
-        return min(self.true_work_one / (slots * self.efficiency(slots)), self.time_limit_s)
+        """True wall time of a whole run on ``slots`` slots (:attr:`true_seconds` at its own size)."""
+        return self.attempt(slots)[0]
+
+    def shortest_s(self, epochs: int) -> float:
+        """The shortest a run of its start-up and ``epochs`` epochs can be, at any size it may run
+        at (a lower bound on the makespan of any campaign that runs it so far)."""
+        return min(self.startup_s + epochs * self.true_epoch_s(n) for n in (self.slots, *self.wider_sizes))
+
+    def work_done(self, epochs: int) -> float:
+        """Slot-seconds its start-up and first ``epochs`` epochs need at its own size, within its
+        time limit: what a run that got so far needed (a wider one holds more for the same)."""
+        return self.slots * min(self.startup_s + epochs * self.true_epoch_s(self.slots), self.time_limit_s)
 
 
 def sample_features(rng: np.random.Generator) -> TrialFeatures:
@@ -81,15 +126,19 @@ def make_cost_model(slots_per_node: int) -> CostModel:
 def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate_error: float,
                       seed: int, target_seconds: float = 1800.0, max_trial_nodes: int = 256,
                       time_limit_s: float | None = None, cost_model: CostModel | None = None,
-                      moldable: bool = True, curves: bool = False) -> list[SimTrial]:
+                      moldable: bool = True, curves: bool = False, startup_s: float = STARTUP_S) -> list[SimTrial]:
     """``num_trials`` trials: features -> cost model -> sizer (memory first, then the target
-    duration) -> predicted seconds; true seconds = predicted x exp(N(0, estimate_error^2)).
+    duration) -> predicted seconds; true seconds = predicted x exp(N(0, estimate_error^2)) (the error
+    model: one lognormal factor per trial, the same for each of its epochs).
 
+    Each trial has ``num_epoch`` epochs after a fixed start-up of ``startup_s`` (at most half its
+    true time); it reports each epoch, so a running trial reveals its true rate after its first one.
+    A trial whose true time exceeds ``time_limit_s`` ends as a timeout after the epoch reaching it.
     ``moldable``: give placement the wider sizes each trial may run at (``alternatives``).
     ``curves``: give every trial a learning curve of ``num_epoch`` epochs (:func:`learning_curve`,
     drawn from its own generator so the trials are the same with or without).
-    Like the runtime's ``trial_time_limit_s`` (the trainer's time budget), no trial runs longer than
-    ``time_limit_s`` (default 3 x the target): a trial too big for the largest size is cut there.
+    The time limit is like the runtime's ``trial_time_limit_s`` (the trainer's time budget), by
+    default 3 x the target.
     """
     limit = time_limit_s if time_limit_s is not None else 3.0 * target_seconds
     if num_trials < 1:
@@ -106,15 +155,18 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
         features = sample_features(rng)
         choice = sizer.choose(features)
         noise = math.exp(estimate_error * rng.standard_normal())  # always drawn: same trials at every error
-        predicted = min(choice.predicted_seconds, limit)
-        eff = model.efficiency
-        trials.append(SimTrial(
-            tid, choice.slots, predicted, min(choice.predicted_seconds * noise, limit),
+        curve = learning_curve(features.num_epoch, curve_rng) if curves else None
+        true_total = choice.predicted_seconds * noise  # all its epochs at its own size
+        startup = min(startup_s, 0.5 * true_total)
+        epoch_s = (true_total - startup) / features.num_epoch
+        trial = SimTrial(
+            tid, choice.slots, min(choice.predicted_seconds, limit), true_total,
             choice.memory_per_slot_gb, features,
             alternatives=tuple((n, min(sec, limit)) for n, sec in choice.alternatives) if moldable else (),
-            true_work_one=choice.predicted_seconds * noise * choice.slots * eff(choice.slots),
-            time_limit_s=limit, efficiency=eff,
-            curve=learning_curve(features.num_epoch, curve_rng) if curves else None))
+            wider_sizes=tuple(n for n, _ in choice.alternatives),
+            time_limit_s=limit, efficiency=model.efficiency, curve=curve, epochs=features.num_epoch,
+            startup_s=startup, epoch_s=epoch_s)
+        trials.append(replace(trial, true_seconds=trial.attempt(choice.slots)[0]))  # within its time limit
     return trials
 
 

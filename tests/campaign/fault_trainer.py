@@ -216,7 +216,8 @@ def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> i
         value = objective_of(config) + 1.0 / epoch
         best = min(best, value)
         with open(run_dir / "progress.jsonl", "a") as fh:
-            fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0}) + "\n")
+            fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0,
+                                 "epoch_s": epoch_s}) + "\n")
         stop = run_dir / "stop"
         if obey_stop and stop.exists() and epoch < epochs:
             result = _result("stopped", best, stop.read_text().strip(), time.time() - t0, 1)

@@ -8,6 +8,7 @@ import pytest
 from hpo.stoppers import STOPPERS
 
 from hydragnn_ensemble.cli import main
+from scheduler.runtime.launch import kill_margin_s
 from scheduler.simulator import SIM_JSON_KEYS, SimConfig, generate_workload, replay_workload, simulate
 
 
@@ -15,9 +16,19 @@ def test_workload_sizes_and_scatter():
     w0 = generate_workload(300, 64, 8, 0.0, seed=1)
     w5 = generate_workload(300, 64, 8, 0.5, seed=1)
     assert [t.slots for t in w0] == [t.slots for t in w5]
-    assert all(t.true_seconds == t.predicted_seconds for t in w0)
-    ratios = np.log([t.true_seconds / t.predicted_seconds for t in w5 if t.true_seconds < 5400])
-    assert 0.35 < ratios.std() < 0.65
+    whole = lambda t: t.startup_s + t.epochs * t.epoch_s <= t.time_limit_s  # noqa: E731 - not cut by the limit
+    assert all(t.true_seconds == pytest.approx(t.predicted_seconds) for t in w0 if whole(t))
+    ratios = np.log([t.true_seconds / t.predicted_seconds for t in w5 if whole(t)])
+    assert len(ratios) > 250 and 0.35 < ratios.std() < 0.65
+    for t in w5:  # a start-up and its epochs; the time limit ends a trial after the epoch reaching it
+        assert 0 < t.startup_s <= 60.0 and t.epochs == t.features.num_epoch
+        seconds, epochs = t.attempt(t.slots)
+        assert seconds == t.true_seconds
+        if seconds == t.time_limit_s + kill_margin_s(t.time_limit_s):  # killed during the epoch reaching it
+            assert t.startup_s + (epochs + 1) * t.epoch_s > seconds
+        else:
+            assert t.startup_s + epochs * t.epoch_s == pytest.approx(seconds)
+            assert epochs == t.epochs or t.startup_s + (epochs - 1) * t.epoch_s < t.time_limit_s < seconds
     sizes = {t.slots for t in w0}
     assert {1, 8}.issubset(sizes) and max(sizes) > 8
 
@@ -77,7 +88,8 @@ def test_ask_latency_delays_first_starts():
 def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
     """The simulator drives the campaign loop's stopper: trials with learning curves report each
     epoch, ASHA stops the losers after their next epoch; the best trial still runs to the end."""
-    w = generate_workload(120, 16, 4, 0.5, seed=3, target_seconds=600.0, max_trial_nodes=2, curves=True)
+    w = generate_workload(120, 16, 4, 0.5, seed=3, target_seconds=600.0, max_trial_nodes=2, curves=True,
+                          time_limit_s=1e6)  # no trial cut by a time limit: all epochs to discard from
     plain = simulate(w, SimConfig(nodes=16, gpus_per_node=4, block_nodes=2))
     asha = simulate(w, SimConfig(nodes=16, gpus_per_node=4, block_nodes=2, early_stopping="asha",
                                  early_stopping_options={"min_epochs": 1, "reduction_factor": 3}))
@@ -86,13 +98,12 @@ def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
     held = lambda r: sum(len(x.held) * (x.end - x.start) for x in r.records)  # noqa: E731
     assert held(asha) < 0.6 * held(plain)
     stopped = [x for x in asha.records if x.stopped]
-    assert all(0 < x.work_fraction < 1 and x.ok for x in stopped)
-    # a stopped trial's objective is the best of the epochs it trained, and it trained fewer epochs
     by_id = {t.trial_id: t for t in w}
+    assert all(0 < x.needed_slot_s < by_id[x.trial_id].true_work and x.ok for x in stopped)
+    # a stopped trial's objective is the best of the epochs it trained, and it trained fewer epochs
     for x in stopped:
         curve = by_id[x.trial_id].curve
-        trained = round(x.work_fraction * len(curve))
-        assert x.objective == min(curve[:trained])
+        assert 1 <= x.epochs < len(curve) and x.objective == min(curve[:x.epochs])
     # the best trial of the plain run is found with ASHA too, sooner
     assert a["best_objective"] == p["best_objective"] and a["time_to_best_s"] < p["time_to_best_s"]
 
@@ -102,7 +113,8 @@ def test_every_registered_stopper_works_in_the_campaign_loop(method):
     """A registered stopper is one the campaign can use: each one runs through the shared loop (the
     simulator drives it as the runtime does), stops some trials and saves slot time (pareto-asha
     judges the objective and the seconds trained, both reported with every epoch)."""
-    w = generate_workload(60, 8, 4, 0.5, seed=5, target_seconds=600.0, max_trial_nodes=2, curves=True)
+    w = generate_workload(60, 8, 4, 0.5, seed=5, target_seconds=600.0, max_trial_nodes=2, curves=True,
+                          time_limit_s=1e6)  # no trial cut by a time limit: all epochs to discard from
     plain = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2))
     options = {"min_epochs": 1, "reduction_factor": 3} if "asha" in method else {}
     run = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2, early_stopping=method,
@@ -111,3 +123,38 @@ def test_every_registered_stopper_works_in_the_campaign_loop(method):
     assert {r.trial_id for r in run.records} == {t.trial_id for t in w}  # every trial ran
     held = lambda r: sum(len(x.held) * (x.end - x.start) for x in r.records)  # noqa: E731
     assert held(run) < 0.9 * held(plain)
+
+
+def test_a_running_trial_is_re_estimated_from_its_epochs_and_backfill_uses_it():
+    """Trial 0 is predicted 20 s but runs 10 epochs of 10 s. After its first epoch the loop revises
+    its end to 100 s, so the 2-slot trial 1 is reserved at 100 s, not at 80 s (when trial 2 frees
+    its slot), and the 19 s trial 3 backfills that slot at 80 s. Without the epoch reports placement
+    keeps the stale end, holds the slot for trial 1 and trial 3 runs last."""
+    from scheduler.simulator import SimTrial
+
+    w = [SimTrial(0, 1, 20.0, 100.0, epochs=10, epoch_s=10.0), SimTrial(1, 2, 30.0, 30.0, epochs=3, epoch_s=10.0),
+         SimTrial(2, 1, 80.0, 80.0, epochs=8, epoch_s=10.0), SimTrial(3, 1, 19.0, 19.0, epochs=1, epoch_s=19.0)]
+    runs = {reveal: simulate(w, SimConfig(nodes=1, gpus_per_node=2, reveal_epochs=reveal, pool_factor=4.0))
+            for reveal in (False, True)}
+    spans = {reveal: sorted((x.trial_id, x.start, x.end) for x in r.records) for reveal, r in runs.items()}
+    assert spans[True] == [(0, 0.0, 100.0), (1, 100.0, 130.0), (2, 0.0, 80.0), (3, 80.0, 99.0)]
+    assert spans[False] == [(0, 0.0, 100.0), (1, 100.0, 130.0), (2, 0.0, 80.0), (3, 130.0, 149.0)]
+
+
+def test_a_malleable_trial_found_long_moves_wider_at_an_epoch_boundary():
+    """The simulator's malleable study: trial 0 (predicted 10 s) shows 10 s epochs after a 5 s
+    start-up; with 3 slots idle it checkpoints after its second epoch (25 s) and continues on the
+    whole node, paying its start-up again: 25 + 5 + 38 x 2.5 s. Every epoch is trained once."""
+    from scheduler.cost_model import ParallelEfficiency
+    from scheduler.simulator import SimTrial
+
+    eff = ParallelEfficiency(alpha=0.0, slots_per_node=4)
+    w = [SimTrial(0, 1, 10.0, 405.0, epochs=40, epoch_s=10.0, startup_s=5.0, wider_sizes=(2, 4), efficiency=eff),
+         SimTrial(1, 1, 10.0, 10.0, epochs=1, epoch_s=10.0)]
+    rigid = simulate(w, SimConfig(nodes=1, gpus_per_node=4))
+    moved = simulate(w, SimConfig(nodes=1, gpus_per_node=4, malleable=True))
+    assert rigid.summary["makespan_s"] == 405.0 and not any(x.moved for x in rigid.records)
+    parts = [(x.start, x.end, len(x.held), x.epochs, x.moved) for x in moved.records if x.trial_id == 0]
+    assert parts == [(0.0, 25.0, 1, 2, True), (25.0, 125.0, 4, 40, False)]
+    assert moved.summary["makespan_s"] == 125.0
+    assert moved.summary["utilisation"] > 3 * rigid.summary["utilisation"]
