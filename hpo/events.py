@@ -11,7 +11,8 @@ event                    fields (optional ones in brackets)
 =======================  ========================================================================
 campaign_started         campaign (the frozen campaign.yaml), resume, ranks, slots, [format]
 trial_suggested          trial_id, params, attempt
-trial_started            trial_id, attempt, slots, hosts, size, [predicted_slot_s, queued_after]
+trial_started            trial_id, attempt, slots, hosts, size, [predicted_slot_s, queued_after,
+                         predicted_startup_s, predicted_epoch_s]
 trial_progress           trial_id, attempt, epoch, objective, [heads, elapsed_s, epoch_s, train_s]
                          (an EpochReport)
 trial_stop_requested     trial_id, attempt, reason
@@ -135,11 +136,14 @@ class TrialStarted(JournalEvent):
     size: int
     predicted_slot_s: float | None = None
     queued_after: int | None = None  # sent ahead behind that trial on its slot
+    predicted_startup_s: float | None = None  # the cost model's start-up and per-epoch seconds there
+    predicted_epoch_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _optional({"event": self.name, "time": self.time, "trial_id": self.trial_id, "attempt": self.attempt,
                           "slots": list(self.slots), "hosts": list(self.hosts), "size": self.size},
-                         predicted_slot_s=self.predicted_slot_s, queued_after=self.queued_after)
+                         predicted_slot_s=self.predicted_slot_s, queued_after=self.queued_after,
+                         predicted_startup_s=self.predicted_startup_s, predicted_epoch_s=self.predicted_epoch_s)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "TrialStarted":
@@ -147,7 +151,8 @@ class TrialStarted(JournalEvent):
         slots = tuple(d["slots"] or ())
         return cls(time=d.get("time"), trial_id=trial_id, attempt=attempt, slots=slots,
                    hosts=tuple(d["hosts"] or ()), size=d["size"] or len(slots),
-                   predicted_slot_s=d.get("predicted_slot_s"), queued_after=d.get("queued_after"))
+                   predicted_slot_s=d.get("predicted_slot_s"), queued_after=d.get("queued_after"),
+                   predicted_startup_s=d.get("predicted_startup_s"), predicted_epoch_s=d.get("predicted_epoch_s"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

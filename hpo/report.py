@@ -82,6 +82,55 @@ class CostPredictionError:
     median: float | None
     p90: float | None
     recorded: int = 0
+    per_attempt: "ErrorFigures | None" = None  # start-up + the epochs it trained, every ended attempt
+    later_attempts: "ErrorFigures | None" = None  # the same, trials from LATER_TRIAL on
+    per_epoch: "ErrorFigures | None" = None  # each reported epoch against the per-epoch prediction
+
+
+LATER_TRIAL = 10  # trial ids from here on: predicted after the model learnt from the first ten
+
+
+@dataclass(frozen=True)
+class ErrorFigures:
+    """``|log(predicted / actual)|`` over ``count`` items: median and p90."""
+
+    count: int
+    median: float
+    p90: float
+
+    @classmethod
+    def of(cls, errors: list[float]) -> "ErrorFigures | None":
+        if not errors:
+            return None
+        errors = sorted(errors)
+        return cls(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9))
+
+
+@dataclass(frozen=True)
+class AttemptCost:
+    """One ended attempt's predicted and actual wall time (start-up + the epochs it trained) and its
+    epochs' predicted and measured seconds."""
+
+    trial_id: int
+    predicted_s: float
+    actual_s: float
+    epoch_pairs: tuple[tuple[float, float], ...]  # (predicted, measured) seconds per reported epoch
+
+
+def attempt_costs(state: CampaignState) -> list[AttemptCost]:
+    """Every ended attempt (not failed) whose start journaled the per-epoch prediction and that
+    trained at least one epoch: predicted = start-up + epochs trained x predicted epoch seconds."""
+    out = []
+    for record in state.trials.values():
+        for attempt in record.attempts.values():
+            epoch_s, startup_s, result = attempt.predicted_epoch_s, attempt.predicted_startup_s, attempt.result
+            if (epoch_s is None or startup_s is None or result is None or not attempt.ended
+                    or attempt.status == TrialStatus.FAILED or result.epochs < 1 or not result.wall_time_s > 0
+                    or not epoch_s > 0):
+                continue
+            pairs = tuple((epoch_s, r.epoch_s) for r in attempt.reports if r.epoch_s is not None and r.epoch_s > 0)
+            out.append(AttemptCost(record.trial_id, startup_s + result.epochs * epoch_s, result.wall_time_s, pairs))
+    return out
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -106,10 +155,17 @@ def prediction_error(state: CampaignState) -> CostPredictionError:
             if attempt.status != TrialStatus.COMPLETED or not predicted > 0 or not wall > 0:
                 continue
             errors.append(abs(math.log(predicted / (_attempt_slots(attempt) * wall))))
+    costs = attempt_costs(state)
+    log_error = lambda pair: abs(math.log(pair[0] / pair[1]))  # noqa: E731
+    detail = dict(
+        per_attempt=ErrorFigures.of([log_error((c.predicted_s, c.actual_s)) for c in costs]),
+        later_attempts=ErrorFigures.of([log_error((c.predicted_s, c.actual_s)) for c in costs
+                                        if c.trial_id >= LATER_TRIAL]),
+        per_epoch=ErrorFigures.of([log_error(pair) for c in costs for pair in c.epoch_pairs]))
     if not errors:
-        return CostPredictionError(0, None, None, recorded)
+        return CostPredictionError(0, None, None, recorded, **detail)
     errors.sort()
-    return CostPredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded)
+    return CostPredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded, **detail)
 
 
 @dataclass
@@ -202,10 +258,53 @@ def _cell(value: Any) -> str:
 def _format_prediction_error(err: CostPredictionError) -> str:
     if err.recorded == 0:
         return "cost model: no predictions recorded"
+    if err.per_attempt is not None:
+        a = err.per_attempt
+        text = (f"cost model error |log(predicted/actual)| of start-up + the epochs trained, predicted at each "
+                f"start: median {a.median:.4f}, p90 {a.p90:.4f} over {a.count} attempts")
+        if err.later_attempts is not None:
+            text += f" (trials {LATER_TRIAL + 1}+: median {err.later_attempts.median:.4f} over {err.later_attempts.count})"
+        if err.per_epoch is not None:
+            text += f"; per epoch: median {err.per_epoch.median:.4f}, p90 {err.per_epoch.p90:.4f} over {err.per_epoch.count}"
+        return text
     if err.count == 0:
         return f"cost model: {err.recorded} predictions recorded, no completed trial yet"
     return (f"cost model error |log(predicted/actual)| slot-seconds over {err.count} completed trials: "
             f"median {err.median:.4f}, p90 {err.p90:.4f}")
+
+
+def plot_cost(state: CampaignState, path: str | os.PathLike) -> bool:
+    """The cost model against the clock: predicted vs actual wall time of each ended attempt
+    (start-up + the epochs it trained) and predicted vs measured seconds of each epoch, log-log
+    with the parity line and factor-2 band; False (nothing written) without per-epoch predictions."""
+    costs = attempt_costs(state)
+    if not costs:
+        return False
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), dpi=110)
+    panels = ((axes[0], [(c.predicted_s, c.actual_s) for c in costs], "attempt wall time"),
+              (axes[1], [pair for c in costs for pair in c.epoch_pairs], "epoch"))
+    for ax, pairs, what in panels:
+        if not pairs:
+            ax.set_axis_off()
+            continue
+        pred, actual = zip(*pairs)
+        lo, hi = min(*pred, *actual) / 1.5, max(*pred, *actual) * 1.5
+        ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", label="within 2x")
+        ax.plot([lo, hi], [lo, hi], color="0.4", lw=1)
+        ax.scatter(pred, actual, s=12, alpha=0.7)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"predicted {what} (s)")
+        ax.set_ylabel(f"actual {what} (s)")
+        ax.set_title(f"{len(pairs)} {what}s", fontsize=9)
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
 
 
 def format_summary(summary: ReportFigures) -> str:
@@ -477,6 +576,7 @@ class ReportFiles:
     objective_png: Path
     gantt_png: Path
     curves_png: Path | None = None
+    cost_png: Path | None = None  # None: no attempt journaled per-epoch predictions
     importance_png: Path | None = None  # None: too few completed trials, or no search space known
     parallel_png: Path | None = None  # None: no trial with an objective
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
@@ -523,6 +623,7 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     _draw(errors, "objective", files.objective_png, lambda p: plot_objective(state, p))
     _draw(errors, "gantt", files.gantt_png, lambda p: plot_gantt(state, p))
     files.curves_png = _draw(errors, "curves", out / "curves.png", lambda p: plot_curves(state, p))
+    files.cost_png = _draw(errors, "cost", out / "cost.png", lambda p: plot_cost(state, p))
     short = summary.short_names
     found: list[Any] = []
     try:
@@ -540,7 +641,7 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     from hpo.report_html import write_html
 
     figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
-               "importance": files.importance_png, "parallel": files.parallel_png}
+               "cost": files.cost_png, "importance": files.importance_png, "parallel": files.parallel_png}
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
                             title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors)
     return files

@@ -162,6 +162,7 @@ def write_html(path: Path, state: CampaignState, summary_text: str, figures: dic
         _figure("objective", "objective per trial and best so far"),
         _figure("parallel", "parallel coordinates of the searched parameters and the objective"),
         _figure("gantt", "slot usage over time (Gantt)"),
+        _figure("cost", "the cost model: predicted vs actual wall time per attempt and per epoch"),
         "<h2>Learning curves</h2>",
         _figure("curves", "validation objective per epoch; trials stopped early marked")
         or "<p>No trial reported epochs.</p>",

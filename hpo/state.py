@@ -62,6 +62,8 @@ class AttemptRecord:
     log_tail: str | None = None
     result: TrialResult | None = None
     predicted_slot_s: float | None = None  # the cost model's prediction at placement (None: not journaled)
+    predicted_startup_s: float | None = None  # ... of its start-up and of each epoch's seconds there
+    predicted_epoch_s: float | None = None
     retry_size: int | None = None  # a failed attempt the runtime decided to re-run, on this many slots
     reports: list[EpochReport] = field(default_factory=list)  # the epochs it reported, in order
     curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, campaign objective)
@@ -193,7 +195,8 @@ class CampaignState:
         record.objective = None  # the last attempt has not ended
         record.attempts[event.attempt] = AttemptRecord(
             event.attempt, start=event.time, slots=list(event.slots), hosts=list(event.hosts),
-            size=event.size, predicted_slot_s=event.predicted_slot_s)
+            size=event.size, predicted_slot_s=event.predicted_slot_s,
+            predicted_startup_s=event.predicted_startup_s, predicted_epoch_s=event.predicted_epoch_s)
 
     def _on_progress(self, event: TrialProgress) -> None:
         attempt = self._trial(event.trial_id).attempts.get(event.attempt)

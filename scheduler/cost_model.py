@@ -11,17 +11,34 @@ hidden 64, 3 layers, one CPU thread) the predicted training throughput is the me
 SchNet 121, EGNN 86, PNA 64, PaiNN 27 graphs/s). ``device_speedup`` converts to the target slot
 (e.g. one GCD).
 
-Online part: ridge regression of ``log(actual / analytic)`` on ``[1, one-hot(mpnn_type),
-log(analytic work)]`` over every finished trial; predictions are ``analytic x exp(correction)``.
+A trial's wall time on ``n`` slots is three terms::
+
+    seconds = start-up + num_epoch x train_epoch(n) x eval_factor
+
+``start-up`` (process, imports, data preparation; the median of what attempts showed, a prior before
+any did), ``train_epoch(n)`` the training pass of one epoch on ``n`` slots (analytic x the learnt
+correction / (n e(n))), ``eval_factor`` the whole epoch over its training pass (validation and test
+passes; the median of what epochs showed, :data:`EVAL_OVERHEAD` before).
+
+Online part, from every epoch of every attempt (:meth:`CostModel.learn_epoch`; running, stopped,
+timed out or completed alike, each attempt one row that its latest epoch replaces): ridge
+regression of ``log(observed one-slot training seconds / analytic)`` on ``[1, one-hot(mpnn_type),
+log(analytic)]`` (the intercept unshrunk: a common bias is learnt from the first epoch; the
+per-type rates shrink quickly to what is observed, the ridge weight is one row). A trial that
+reports no epochs teaches the model its whole wall time when it ends (:meth:`CostModel.update`).
 :meth:`CostModel.prediction_error` reports the median and p90 of ``|log(pred / actual)|`` where each
 prediction was made before that trial was learnt from.
+
+Data-parallel efficiency: :class:`ParallelEfficiency` is an assumed Amdahl model (the simulator's
+truth); :class:`LearntEfficiency` (the MPI runtime's) assumes no speed-up from more slots until
+attempts that ran on more than one slot have measured it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping, Protocol
 
 import numpy as np
 from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
@@ -39,7 +56,8 @@ MPNN_COSTS: dict[str, tuple[float, float, float]] = {
 ANCHOR_GRAPHS_PER_S: dict[str, float] = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0,
                                          "PaiNN": 27.0, "GAT": 300.0, "CGCNN": 150.0}
 ANCHOR_SHAPE = {"nodes": 64.0, "edges": 2590.0, "hidden": 64, "layers": 3}
-EVAL_OVERHEAD = 1.25  # validation/test passes and data loading on top of the training epochs
+EVAL_OVERHEAD = 1.25  # an epoch over its training pass (validation/test passes), before epochs show it
+STARTUP_PRIOR_S = 5.0  # a trial's start-up before any attempt showed it (the runtime's prior)
 BASE_MEMORY_GB = 0.5  # runtime, framework and CUDA/HIP context per process
 
 
@@ -135,10 +153,22 @@ class TrialFeatures:
             raise CostModelError(f"NeuralNetwork config: {exc}") from None
 
 
+class Efficiency(Protocol):
+    """Data-parallel efficiency ``e(n)``: ``n`` slots train ``n e(n)`` times as fast as one."""
+
+    def __call__(self, slots: int) -> float:
+        """e(slots), in (0, 1]."""
+
+    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
+        """An attempt (``key``; a later call replaces it) ran on ``slots`` slots ``speedup`` times
+        as fast as the model's one-slot prediction."""
+
+
 @dataclass(frozen=True)
 class ParallelEfficiency:
     """Amdahl-like data-parallel efficiency ``e(n) = 1 / (1 + alpha (n - 1))``, with a larger
-    ``alpha_inter`` once a trial spans nodes."""
+    ``alpha_inter`` once a trial spans nodes: an assumed model (it learns nothing; the simulator's
+    truth)."""
 
     alpha: float = 0.002
     alpha_inter: float = 0.00005
@@ -149,6 +179,48 @@ class ParallelEfficiency:
             return 1.0 / (1.0 + self.alpha * (slots - 1))
         intra = self.alpha * (self.slots_per_node - 1)
         return 1.0 / (1.0 + intra + self.alpha_inter * (slots - self.slots_per_node) + self.alpha)
+
+    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
+        return None
+
+
+@dataclass
+class LearntEfficiency:
+    """``e(n) = 1 / (1 + alpha (n - 1))`` with ``alpha`` the median of what attempts on more than
+    one slot measured (``alpha = (n / speedup - 1) / (n - 1)``, at least 0); until ``min_attempts``
+    such attempts have, ``e(n) = 1 / n``: no speed-up, so the sizer widens a trial only where its
+    memory needs it."""
+
+    min_attempts: int = 2
+    _alphas: dict[Hashable, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def alpha(self) -> float | None:
+        """The learnt alpha (None: not measured yet)."""
+        if len(self._alphas) < self.min_attempts:
+            return None
+        return float(np.median(list(self._alphas.values())))
+
+    def __call__(self, slots: int) -> float:
+        alpha = self.alpha
+        if slots <= 1:
+            return 1.0
+        return 1.0 / slots if alpha is None else 1.0 / (1.0 + alpha * (slots - 1))
+
+    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
+        if slots > 1 and speedup > 0 and math.isfinite(speedup):
+            self._alphas[key] = max(0.0, (slots / speedup - 1.0) / (slots - 1))
+
+
+@dataclass(frozen=True)
+class EpochTimes:
+    """What a running attempt showed of its cost: its start-up (seconds from launch to its first
+    epoch; None: not known), its latest epoch's wall seconds and training seconds (None: not
+    reported)."""
+
+    startup_s: float | None
+    epoch_s: float
+    train_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -162,19 +234,25 @@ class ErrorSummary:
 
 @dataclass
 class CostModel:
-    """Predicts work (slot-seconds at one slot) and memory, learns from finished trials."""
+    """Predicts a trial's wall time and memory; learns from every epoch of every attempt."""
 
     stats: DatasetStats
     device_speedup: float = 1.0
-    efficiency: ParallelEfficiency = field(default_factory=ParallelEfficiency)
+    efficiency: Efficiency = field(default_factory=ParallelEfficiency)
     ridge: float = 1.0
-    _xtx: np.ndarray = field(default=None, init=False, repr=False)  # type: ignore[assignment]
-    _xty: np.ndarray = field(default=None, init=False, repr=False)  # type: ignore[assignment]
-    _y: list[float] = field(default_factory=list, init=False, repr=False)
+    startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
+    _all: "_Ridge" = field(init=False, repr=False)  # every attempt's row
+    _one_slot: "_Ridge" = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
+    _startups: dict[Hashable, float] = field(default_factory=dict, init=False, repr=False)
+    _eval_factors: dict[Hashable, float] = field(default_factory=dict, init=False, repr=False)
     _errors: list[float] = field(default_factory=list, init=False, repr=False)
-    _beta: np.ndarray | None = field(default=None, init=False, repr=False)
+    _finished: int = field(default=0, init=False, repr=False)
 
     _TYPES = tuple(sorted(MPNN_COSTS))
+
+    def __post_init__(self) -> None:
+        self._all = _Ridge(2 + len(self._TYPES), self.ridge)
+        self._one_slot = _Ridge(2 + len(self._TYPES), self.ridge)
 
     # -- analytic --------------------------------------------------------------------------------
     @staticmethod
@@ -194,10 +272,14 @@ class CostModel:
         head = f.heads * 2.0 * f.hidden_dim * f.hidden_dim  # per-graph MLP heads
         return scale * (flops + head)
 
-    def analytic_work(self, f: TrialFeatures) -> float:
-        """Slot-seconds of the whole trial on one slot, before the learnt correction."""
+    def analytic_epoch(self, f: TrialFeatures) -> float:
+        """Seconds of one epoch's training pass on one slot, before the learnt correction."""
         per_graph = self.seconds_per_graph_cpu(f, self.stats.mean_nodes, self.stats.mean_edges)
-        return f.num_epoch * self.stats.num_graphs * per_graph * EVAL_OVERHEAD / self.device_speedup
+        return self.stats.num_graphs * per_graph / self.device_speedup
+
+    def analytic_work(self, f: TrialFeatures) -> float:
+        """Slot-seconds of the whole trial's epochs on one slot, before the learnt correction."""
+        return f.num_epoch * self.analytic_epoch(f) * EVAL_OVERHEAD
 
     def num_parameters(self, f: TrialFeatures) -> float:
         dense, message, edge_dense = MPNN_COSTS[f.mpnn_type]
@@ -214,7 +296,21 @@ class CostModel:
         per_slot_batch = math.ceil(f.batch_size / slots)
         return BASE_MEMORY_GB + (16.0 * self.num_parameters(f) + per_slot_batch * act_per_graph) / 1e9
 
-    # -- corrected predictions -----------------------------------------------------------------------
+    # -- learnt terms ----------------------------------------------------------------------------
+    @property
+    def startup_s(self) -> float:
+        """Predicted start-up of an attempt: the median of those seen, else the prior."""
+        if not self._startups:
+            return self.startup_prior_s
+        return float(np.median(list(self._startups.values())))
+
+    @property
+    def eval_factor(self) -> float:
+        """An epoch's wall time over its training pass: the median of those seen, else the prior."""
+        if not self._eval_factors:
+            return EVAL_OVERHEAD
+        return float(np.median(list(self._eval_factors.values())))
+
     def _features(self, f: TrialFeatures, analytic: float) -> np.ndarray:
         x = np.zeros(2 + len(self._TYPES))
         x[0] = 1.0
@@ -222,51 +318,115 @@ class CostModel:
         x[-1] = math.log(analytic)
         return x
 
-    def _correction(self, x: np.ndarray) -> float:
-        if not self._y:
-            return 0.0
-        if self._beta is None:
-            n = len(self._y)
-            mean_log = self._xtx[0, -1] / n
-            t = np.eye(len(x))
-            t[0, -1] = -mean_log  # centre log-work so the ridge does not fight the intercept
-            a = t.T @ self._xtx @ t + self.ridge * np.eye(len(x))
-            a[0, 0] -= self.ridge - 1e-9  # the intercept (global scale) is not shrunk
-            beta = np.linalg.solve(a, t.T @ self._xty)
-            self._beta = t @ beta
-        return float(x @ self._beta)
+    # -- predictions -----------------------------------------------------------------------------
+    def train_epoch_seconds(self, f: TrialFeatures, slots: int = 1) -> float:
+        """Seconds of one epoch's training pass on ``slots`` slots (data parallel)."""
+        return self._one_slot_seconds(f, self._all) / (slots * self.efficiency(slots))
+
+    def _one_slot_seconds(self, f: TrialFeatures, ridge: "_Ridge") -> float:
+        analytic = self.analytic_epoch(f)
+        return analytic * math.exp(ridge.predict(self._features(f, analytic)))
+
+    def epoch_seconds(self, f: TrialFeatures, slots: int = 1) -> float:
+        """Wall seconds of one whole epoch (training and evaluation) on ``slots`` slots."""
+        return self.train_epoch_seconds(f, slots) * self.eval_factor
+
+    def predict_seconds(self, f: TrialFeatures, slots: int, epochs: float | None = None) -> float:
+        """Wall time on ``slots`` slots of the start-up and ``epochs`` epochs (default: all)."""
+        return self.startup_s + (f.num_epoch if epochs is None else epochs) * self.epoch_seconds(f, slots)
 
     def predict_work(self, f: TrialFeatures) -> float:
-        """Slot-seconds on one slot, corrected by what finished trials taught the model."""
-        analytic = self.analytic_work(f)
-        return analytic * math.exp(self._correction(self._features(f, analytic)))
+        """Slot-seconds of the whole trial on one slot."""
+        return self.predict_seconds(f, 1)
 
-    def predict_seconds(self, f: TrialFeatures, slots: int) -> float:
-        """Wall time on ``slots`` slots (data parallel with :attr:`efficiency`)."""
-        return self.predict_work(f) / (slots * self.efficiency(slots))
+    # -- learning --------------------------------------------------------------------------------
+    def learn_epoch(self, key: Hashable, f: TrialFeatures, slots: int, times: EpochTimes) -> bool:
+        """Learn from an epoch of a running attempt (``key``; its later epochs replace this one):
+        its start-up, its evaluation share and its training rate (which, on more than one slot,
+        also measures the data-parallel efficiency). False (nothing learnt) for times that are not
+        finite and positive."""
+        usable = lambda v: v is not None and math.isfinite(v) and v > 0  # noqa: E731
+        if not usable(times.epoch_s) or (times.train_s is not None and not usable(times.train_s)):
+            return False
+        if times.startup_s is not None and math.isfinite(times.startup_s) and times.startup_s >= 0:
+            self._startups[key] = times.startup_s
+        if times.train_s is not None:
+            self._eval_factors[key] = max(1.0, times.epoch_s / times.train_s)
+        train_s = times.train_s if times.train_s is not None else times.epoch_s / self.eval_factor
+        if slots > 1 and self._one_slot.rows:  # how much faster than what one-slot attempts predict
+            self.efficiency.learn(key, slots, self._one_slot_seconds(f, self._one_slot) / train_s)
+        analytic = self.analytic_epoch(f)
+        x, y = self._features(f, analytic), math.log(train_s * slots * self.efficiency(slots) / analytic)
+        self._all.set_row(key, x, y)
+        if slots == 1:
+            self._one_slot.set_row(key, x, y)
+        return True
 
-    def update(self, f: TrialFeatures, slots: int, wall_time_s: float) -> None:
-        """Learn from a finished trial that took ``wall_time_s`` on ``slots`` slots."""
+    def update(self, f: TrialFeatures, slots: int, wall_time_s: float, epochs: int | None = None) -> None:
+        """Learn from a finished attempt that took ``wall_time_s`` on ``slots`` slots for ``epochs``
+        epochs (default: all of them); its error is recorded first. Attempts that reported their
+        epochs (:meth:`learn_epoch`) have taught the model already: call this for the others."""
         if wall_time_s <= 0 or not math.isfinite(wall_time_s):
             raise ValueError(f"wall time must be positive and finite, got {wall_time_s}")
-        predicted = self.predict_seconds(f, slots)
-        self._errors.append(abs(math.log(predicted / wall_time_s)))
-        analytic = self.analytic_work(f)
-        observed_work = wall_time_s * slots * self.efficiency(slots)
-        x = self._features(f, analytic)
-        y = math.log(observed_work / analytic)
-        self._xtx = self._xtx + np.outer(x, x) if self._y else np.outer(x, x)
-        self._xty = self._xty + x * y if self._y else x * y
-        self._y.append(y)
-        self._beta = None
+        epochs = f.num_epoch if epochs is None else max(1, epochs)
+        self.record_error(self.predict_seconds(f, slots, epochs), wall_time_s)
+        per_epoch = max(wall_time_s - self.startup_s, 0.05 * wall_time_s) / epochs
+        self._finished += 1
+        self.learn_epoch(("finished", self._finished), f, slots, EpochTimes(None, per_epoch))
+
+    def record_error(self, predicted_s: float, actual_s: float) -> None:
+        """Keep ``|log(predicted / actual)|`` of a prediction made before its trial taught the model."""
+        if predicted_s > 0 and actual_s > 0 and math.isfinite(predicted_s / actual_s):
+            self._errors.append(abs(math.log(predicted_s / actual_s)))
 
     @property
     def observations(self) -> int:
-        return len(self._y)
+        """Attempts the regression has learnt from."""
+        return self._all.rows
 
     def prediction_error(self) -> ErrorSummary:
-        """Median and p90 of ``|log(pred / actual)|`` over the trials learnt from so far."""
+        """Median and p90 of ``|log(pred / actual)|`` over the predictions recorded so far."""
         if not self._errors:
             return ErrorSummary(0, None, None)
         err = np.asarray(self._errors)
         return ErrorSummary(len(err), float(np.median(err)), float(np.quantile(err, 0.9)))
+
+
+class _Ridge:
+    """Ridge regression of one row per key (a key's new row replaces its old one) on features
+    ``[1, one-hot, log analytic]``: log analytic centred so the ridge does not fight the intercept,
+    the intercept (a common bias) not shrunk, the rest shrunk with weight ``ridge``."""
+
+    def __init__(self, dim: int, ridge: float) -> None:
+        self.ridge = ridge
+        self._rows: dict[Hashable, tuple[np.ndarray, float]] = {}
+        self._xtx = np.zeros((dim, dim))
+        self._xty = np.zeros(dim)
+        self._beta: np.ndarray | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self._rows)
+
+    def set_row(self, key: Hashable, x: np.ndarray, y: float) -> None:
+        old = self._rows.pop(key, None)
+        if old is not None:
+            self._xtx -= np.outer(old[0], old[0])
+            self._xty -= old[0] * old[1]
+        self._rows[key] = (x, y)
+        self._xtx += np.outer(x, x)
+        self._xty += x * y
+        self._beta = None
+
+    def predict(self, x: np.ndarray) -> float:
+        """The fitted log correction at ``x`` (0 before any row)."""
+        if not self._rows:
+            return 0.0
+        if self._beta is None:
+            mean_log = self._xtx[0, -1] / len(self._rows)
+            t = np.eye(len(x))
+            t[0, -1] = -mean_log
+            a = t.T @ self._xtx @ t + self.ridge * np.eye(len(x))
+            a[0, 0] -= self.ridge - 1e-9
+            self._beta = t @ np.linalg.solve(a, t.T @ self._xty)
+        return float(x @ self._beta)

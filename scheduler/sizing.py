@@ -2,8 +2,8 @@
 
 Rule (:meth:`Sizer.choose`): among the allowed sizes (1, 2, 4, 8 slots of one node; whole nodes
 beyond), keep those where the predicted memory per slot fits the device; among them take the size
-whose predicted duration (work / (n e(n)), :class:`scheduler.cost_model.ParallelEfficiency`) is
-closest to the target duration in log ratio (ties: the smaller size). If no size fits the memory the
+whose predicted duration (:meth:`scheduler.cost_model.CostModel.predict_seconds`: start-up and
+epochs at ``n e(n)`` times one slot's rate) is closest to the target duration in log ratio (ties: the smaller size). If no size fits the memory the
 largest one is chosen and flagged.
 
 :class:`CostModelSizer` adapts this to the MPI runtime's sizer protocol
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from scheduler.cost_model import CostModel, CostModelError, DatasetStats, TrialFeatures
+from scheduler.cost_model import CostModel, CostModelError, DatasetStats, EpochTimes, TrialFeatures
 from scheduler.placement.base import TrialRequest
 
 DEFAULT_STATS = DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0)  # unreadable dataset
@@ -46,6 +46,15 @@ class SizedTrial:
     alternatives: tuple[tuple[int, float], ...] = ()
     epochs: int | None = None  # the trial's epoch budget (None: unknown); a running trial's remaining
     #                            time is re-estimated from its epochs (scheduler.loop)
+    startup_s: float | None = None  # predicted start-up (None: the sizer has no such term)
+    epoch_seconds: tuple[tuple[int, float], ...] = ()  # predicted seconds per epoch: (slots, seconds)
+
+    def epoch_s_at(self, slots: int) -> float | None:
+        """Predicted seconds of one epoch on ``slots`` slots (None: not predicted)."""
+        for n, seconds in self.epoch_seconds:
+            if n == slots:
+                return seconds
+        return None
 
     def seconds_at(self, slots: int) -> float:
         """Predicted wall time on ``slots`` slots: the sizer's own figure for its size and the
@@ -87,19 +96,17 @@ class Sizer:
 
     def choose(self, features: TrialFeatures) -> SizeChoice:
         """Memory first, then the predicted duration closest to the target."""
-        work = self.cost_model.predict_work(features)
-        eff = self.cost_model.efficiency
         options = []
         for s in self.sizes:
             mem = self.cost_model.memory_per_slot_gb(features, s)
-            seconds = work / (s * eff(s))
+            seconds = self.cost_model.predict_seconds(features, s)
             options.append((s, seconds, mem, mem <= self.memory_per_slot_gb))
         fitting = [o for o in options if o[3]]
         if fitting:
             s, seconds, mem, ok = min(fitting, key=lambda o: (abs(math.log(o[1] / self.target_seconds)), o[0]))
         else:
             s, seconds, mem, ok = options[-1]
-        wider = tuple((o[0], o[1]) for o in fitting if o[0] > s)
+        wider = tuple((o[0], o[1]) for o in fitting if o[0] > s and o[1] < seconds)  # only sizes that are faster
         return SizeChoice(s, seconds, s * seconds, mem, ok, wider)
 
     def larger_than(self, slots: int) -> int | None:
@@ -128,6 +135,7 @@ class CostModelSizer:
         self._sum = 0.0
         self._n = 0
         self._known: dict[str, TrialFeatures | None] = {}  # params (JSON) -> features, until observed
+        self._taught: set[str] = set()  # params (JSON) of running attempts whose epochs taught the model
 
     @property
     def sizes(self) -> list[int]:
@@ -137,8 +145,12 @@ class CostModelSizer:
     def cost_model(self) -> CostModel:
         return self.sizer.cost_model
 
+    @staticmethod
+    def _key(params: Mapping[str, Any]) -> str:
+        return json.dumps(params, sort_keys=True, default=str)
+
     def _features(self, params: Mapping[str, Any], forget: bool = False) -> TrialFeatures | None:
-        key = json.dumps(params, sort_keys=True, default=str)
+        key = self._key(params)
         if key not in self._known:
             try:
                 self._known[key] = TrialFeatures.from_config(self.config_of(params))
@@ -155,29 +167,48 @@ class CostModelSizer:
             return SizedTrial(self.sizer.sizes[0], mean)
         choice = self.sizer.choose(features)
         f = 1.0 if self.work_fraction is None else self.work_fraction(features.num_epoch)
+        model = self.cost_model
+        sizes = (choice.slots, *(n for n, _ in choice.alternatives))
         return SizedTrial(choice.slots, choice.predicted_seconds * f, tuple((n, sec * f) for n, sec in choice.alternatives),
-                          epochs=features.num_epoch)
+                          epochs=features.num_epoch, startup_s=model.startup_s,
+                          epoch_seconds=tuple((n, model.epoch_seconds(features, n)) for n in sizes))
 
     def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""
         sized = self.choose(params)
         return sized.slots, sized.predicted_seconds
 
-    def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
-        """Learn from a finished trial (only successful ones with a positive wall time)."""
+    def observe_epoch(self, params: Mapping[str, Any], slots: int, attempt: tuple[int, int],
+                      times: EpochTimes) -> bool:
+        """Learn from the latest epoch of a running attempt (``(trial id, attempt)``); False when
+        nothing was learnt (a config the model cannot read, times that are not usable)."""
+        features = self._features(params)
+        if features is None or not self.cost_model.learn_epoch(attempt, features, slots, times):
+            return False
+        self._taught.add(self._key(params))
+        return True
+
+    def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool,
+                epochs: int | None = None) -> None:
+        """A trial attempt ended after ``epochs`` epochs (None: not known). Its epochs taught the
+        model already when it reported them; otherwise a successful one with a positive wall time
+        teaches it now."""
+        taught = self._key(params) in self._taught
+        self._taught.discard(self._key(params))
         features = self._features(params, forget=True)
-        if not ok or wall_time_s <= 0:
+        if not ok or wall_time_s <= 0 or not math.isfinite(wall_time_s):
             return
         self._sum += wall_time_s
         self._n += 1
-        if features is not None:
-            self.sizer.cost_model.update(features, slots, wall_time_s)
+        if features is not None and not taught:
+            self.sizer.cost_model.update(features, slots, wall_time_s, epochs)
 
     def larger_than(self, slots: int) -> int | None:
         return self.sizer.larger_than(slots)
 
     def regrow(self, params: Mapping[str, Any], slots: int, epoch_s: float) -> tuple[tuple[int, float], ...]:
-        return ()
+        """Wider sizes that pay at the learnt efficiency (none until it is measured)."""
+        return wider_epochs(self.sizes, slots, epoch_s, self.cost_model.efficiency)
 
 
 def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,
@@ -185,12 +216,13 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
                   memory_per_slot_gb: float | None = None,
                   work_fraction: Callable[[int], float] | None = None) -> CostModelSizer:
     """The sizer the MPI runtime uses: a cost model on the campaign's dataset statistics (defaults
-    when the dataset cannot be read as a graph store), target duration a quarter of the trial time
-    limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
+    when the dataset cannot be read as a graph store) that learns from every epoch, with the
+    data-parallel efficiency learnt (no widening for speed until measured), target duration a
+    quarter of the trial time limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
     node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding)."""
     import os
 
-    from scheduler.cost_model import DatasetStats, ParallelEfficiency
+    from scheduler.cost_model import STARTUP_PRIOR_S, LearntEfficiency
 
     notice = None
     try:
@@ -204,7 +236,7 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
         else:
             total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
             memory_per_slot_gb = total / max(1, slots_per_node)
-    model = CostModel(stats, efficiency=ParallelEfficiency(slots_per_node=slots_per_node))
+    model = CostModel(stats, efficiency=LearntEfficiency(), startup_prior_s=STARTUP_PRIOR_S)
     sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb)
     result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s, work_fraction=work_fraction)
     result.notice = notice
@@ -221,8 +253,12 @@ class TrialSizer(Protocol):
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""
 
-    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
-        """Learn from a finished trial."""
+    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes) -> bool:
+        """Learn from the latest epoch of a running attempt; False when nothing was learnt."""
+
+    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool,
+                epochs: int | None = None) -> None:
+        """Learn from a finished trial attempt (``epochs`` trained; None: not known)."""
 
     def larger_than(self, slots: int) -> int | None:
         """The next usable size above ``slots`` (out-of-memory retry), or None."""

@@ -37,6 +37,7 @@ from typing import Iterable, Sequence
 from hpo.objective import ObjectiveKey
 from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
+from scheduler.cost_model import EpochTimes
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import CandidateSource, QueuedTrial, RunningTrial, TrialSpec
@@ -235,6 +236,10 @@ class CampaignLoop:
             raise RuntimeError(f"progress of trial {trial_id} attempt {attempt}, which is not running")
         if epochs:
             self._revise(rt, epochs[-1], len(epochs), now)
+            last = epochs[-1]
+            if last.epoch_s is not None:
+                self.sizer.observe_epoch(rt.spec.params, len(rt.slots), (trial_id, attempt),
+                                         EpochTimes(rt.startup_s, last.epoch_s, last.train_s))
         for report in epochs:
             epoch = report.epoch
             value = self.rules.objective.of_report(report)
@@ -319,7 +324,7 @@ class CampaignLoop:
         """A running trial attempt ended at ``ended_at`` (default ``now``) with ``result``."""
         rt = self.book.end(trial_id, now)
         spec = rt.spec
-        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok)
+        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None)
         retry_size = self._retry_size(spec, result)
         self.actions.ended(rt, result, retry_size)
         queued = self.book.promote(rt, now, min(now if ended_at is None else ended_at, now))

@@ -53,11 +53,12 @@ def _seconds(value: Any) -> float | None:
     return number if number is not None and number >= 0 else None
 
 
-def parse_line(line: str) -> EpochReport | None:
+def parse_line(line: str, problems: list[str] | None = None) -> EpochReport | None:
     """The :class:`EpochReport` of one line (``epoch`` an int in 1..MAX_EPOCH, ``objective`` and
     each head's ``val_mae``/``val_rmse`` a number or null; ``elapsed_s``, ``epoch_s``, ``train_s``
     seconds >= 0, or None where absent or unusable), or None when the line is not one (see the
-    module docstring)."""
+    module docstring). A time given but unusable is named in ``problems``: the cost model does not
+    learn from it."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -80,6 +81,11 @@ def parse_line(line: str) -> EpochReport | None:
         return None
     if len(clean) != len(heads):
         return None
+    if problems is not None:
+        for key, kept in (("elapsed_s", elapsed), ("epoch_s", epoch_s), ("train_s", train_s)):
+            if kept is None and data.get(key) is not None:
+                problems.append(f"epoch {epoch}: {key} {str(data[key])[:40]!r} is not a time in seconds "
+                                f"(finite, >= 0): not learnt from")
     return EpochReport(epoch, objective, clean, elapsed, epoch_s, train_s)
 
 
@@ -129,7 +135,10 @@ class ProgressTail:
             self._in_long_line = False
         reports = []
         for raw in lines:
-            report = parse_line(raw.decode("utf-8", errors="replace"))
+            unusable: list[str] = []
+            report = parse_line(raw.decode("utf-8", errors="replace"), unusable)
+            for text in unusable:
+                self._problem(text)
             if report is None:
                 self.skipped += 1
                 self._problem(f"a line that is no epoch report was skipped: {raw[:120].decode('utf-8', 'replace')!r}")

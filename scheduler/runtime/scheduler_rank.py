@@ -248,10 +248,13 @@ class SchedulerRank(LoopActions):
     def _journal_start(self, rt: RunningTrial, queued_after: int | None = None) -> None:
         pool = self.loop.book.pool
         spec, slots = rt.spec, rt.slots
-        predicted = spec.sized.seconds_at(len(slots)) * len(slots) if spec.sized is not None else None
+        sized = spec.sized
+        predicted = sized.seconds_at(len(slots)) * len(slots) if sized is not None else None
         self._log(TrialStarted(time=self.clock(), trial_id=spec.trial_id, attempt=spec.attempt, slots=tuple(slots),
                                hosts=tuple(pool.hostname(pool.node_of(s)) for s in slots), size=len(slots),
-                               predicted_slot_s=predicted, queued_after=queued_after))
+                               predicted_slot_s=predicted, queued_after=queued_after,
+                               predicted_startup_s=sized.startup_s if sized is not None else None,
+                               predicted_epoch_s=sized.epoch_s_at(len(slots)) if sized is not None else None))
 
     def _send_start(self, spec: TrialSpec, slots: tuple[int, ...], after: tuple[int, int] | None) -> None:
         """Queue the start messages of a trial attempt (they leave in :meth:`_commit`)."""

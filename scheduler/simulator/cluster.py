@@ -15,7 +15,7 @@ import numpy as np
 
 from hydragnn_ensemble.result import EpochReport, TrialResult, TrialStatus
 from hydragnn_ensemble.train.progress import PACE_AFTER_S
-from scheduler.cost_model import CostModel
+from scheduler.cost_model import CostModel, EpochTimes
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import NodeHealth, ResourcePool
@@ -122,7 +122,13 @@ class WorkloadSizer:
         t = self.by_id[params[WORKLOAD_KEY]]
         return t.slots, t.predicted_seconds
 
-    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool) -> None:
+    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes) -> bool:
+        """Nothing: the workload's predictions are fixed when it is generated (``model`` learns
+        from finished trials only, so its recorded error is each whole trial's)."""
+        return False
+
+    def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool,
+                epochs: int | None = None) -> None:
         t = self.by_id[params[WORKLOAD_KEY]]
         if ok and t.features is not None:
             self.model.update(t.features, self.width_of(t.trial_id), wall_time_s)

@@ -50,8 +50,14 @@ class TableSizer:
         s = sized(params)
         return s.slots, s.predicted_seconds
 
-    def observe(self, params, slots, wall_time_s, ok):
+    def observe_epoch(self, params, slots, attempt, times):
+        return False
+
+    def observe(self, params, slots, wall_time_s, ok, epochs=None):
         pass
+
+    def regrow(self, params, slots, epoch_s):
+        return ()
 
     def larger_than(self, slots):
         return None

@@ -74,6 +74,22 @@ def test_progress_lines_out_of_range_are_skipped_and_named(tmp_path: Path) -> No
     assert tail.skipped == 1 and "no epoch report" in tail.problems[0]
 
 
+def test_epoch_times_the_cost_model_cannot_use_are_dropped_and_named(tmp_path: Path) -> None:
+    """A negative, non-finite or textual epoch time keeps the report (the stopper still sees the
+    epoch) but not the time (the cost model does not learn from it), and the trial's log says so."""
+    path = tmp_path / "progress.jsonl"
+    lines = [{"epoch": 1, "objective": 0.5, "epoch_s": -3.0, "train_s": 1.0},
+             {"epoch": 2, "objective": 0.4, "epoch_s": "1e999", "train_s": "fast"},
+             {"epoch": 3, "objective": 0.3, "epoch_s": 2.5, "train_s": 2.0}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    tail = ProgressTail(path)
+    got = [(r.epoch, r.objective, r.epoch_s, r.train_s) for r in tail.read()]
+    assert got == [(1, 0.5, None, 1.0), (2, 0.4, None, None), (3, 0.3, 2.5, 2.0)]
+    assert tail.skipped == 0 and len(tail.problems) == 3
+    assert tail.problems[0] == "progress.jsonl: epoch 1: epoch_s '-3.0' is not a time in seconds (finite, >= 0): not learnt from"
+    assert "epoch 2: train_s 'fast'" in tail.problems[2]
+
+
 def test_a_line_over_a_mebibyte_is_skipped_and_the_curve_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "progress.jsonl"
     tail = ProgressTail(path)

@@ -103,3 +103,77 @@ def test_hydragnn_spellings_of_a_layer_are_sized_as_that_layer() -> None:
             "Training": {"batch_size": 32, "num_epoch": 10}}})
 
     assert features("PAINN") == features("PaiNN") and features("schnet").mpnn_type == "SchNet"
+
+
+def test_the_model_learns_start_up_evaluation_and_rate_from_the_first_epochs():
+    """GIN trains 3x slower than the analytic anchor, epochs take 1.4x their training pass and
+    start-up is 7 s: two running attempts' first epochs teach all three terms, so a third GIN
+    configuration (never seen) is predicted within 15 %, and a time that is not usable teaches
+    nothing."""
+    from scheduler.cost_model import EpochTimes
+
+    m = CostModel(STATS, startup_prior_s=5.0)
+    truth = lambda f: 7.0 + f.num_epoch * 1.4 * 3.0 * m.analytic_epoch(f)  # noqa: E731
+    seen = [TrialFeatures("GIN", 64, 3, 32, 20), TrialFeatures("GIN", 256, 2, 32, 20)]
+    new = TrialFeatures("GIN", 128, 4, 32, 30)
+    before = abs(math.log(m.predict_seconds(new, 1) / truth(new)))
+    for key, f in enumerate(seen):
+        train = 3.0 * m.analytic_epoch(f)
+        assert m.learn_epoch(key, f, 1, EpochTimes(startup_s=7.0, epoch_s=1.4 * train, train_s=train))
+    assert m.startup_s == 7.0 and m.eval_factor == pytest.approx(1.4) and m.observations == 2
+    after = abs(math.log(m.predict_seconds(new, 1) / truth(new)))
+    assert before > 0.9 and after < 0.15
+    state = (m.startup_s, m.eval_factor, m.predict_seconds(new, 1))
+    for bad in (EpochTimes(1.0, -2.0, 1.0), EpochTimes(1.0, math.inf, None), EpochTimes(1.0, 2.0, math.nan)):
+        assert not m.learn_epoch(9, seen[0], 1, bad)
+    assert (m.startup_s, m.eval_factor, m.predict_seconds(new, 1)) == state and m.observations == 2
+
+
+def test_a_later_epoch_of_the_same_attempt_replaces_its_row():
+    from scheduler.cost_model import EpochTimes
+
+    m = CostModel(STATS)
+    f = TrialFeatures("SchNet", 64, 3, 32, 10)
+    a = m.analytic_epoch(f)
+    m.learn_epoch("t0", f, 1, EpochTimes(None, 10 * a, 8 * a))
+    m.learn_epoch("t0", f, 1, EpochTimes(None, 2.5 * a, 2 * a))  # the first epoch was slow (warm-up)
+    assert m.observations == 1
+    assert m.train_epoch_seconds(f) == pytest.approx(2 * a, rel=1e-6)  # one row: the intercept fits it
+    assert m.epoch_seconds(f) == pytest.approx(2.5 * a, rel=1e-6)
+
+
+def test_learnt_efficiency_allows_no_widening_until_measured():
+    from scheduler.cost_model import EpochTimes, LearntEfficiency
+
+    m = CostModel(STATS, efficiency=LearntEfficiency())
+    sizer = Sizer(m, [1, 2, 4], target_seconds=1.0)  # every trial "too long": widen if it pays
+    f = TrialFeatures("GIN", 64, 3, 32, 10)
+    assert m.efficiency(4) == 0.25 and sizer.choose(f).slots == 1  # no measured speed-up: stays narrow
+    one = 2.0 * m.train_epoch_seconds(f, 1)
+    m.learn_epoch("a", f, 2, EpochTimes(None, one / 1.6, one / 1.6))  # no one-slot rate to compare with yet
+    m.learn_epoch("one", f, 1, EpochTimes(None, one, one))  # the one-slot rate (2x the analytic)
+    m.learn_epoch("a", f, 2, EpochTimes(None, one / 1.6, one / 1.6))  # its next epoch: 1.6x faster on 2 slots
+    assert m.efficiency.alpha is None  # one attempt is not evidence yet
+    m.learn_epoch("b", f, 2, EpochTimes(None, one / 1.6, one / 1.6))
+    assert m.efficiency.alpha == pytest.approx(0.25, rel=1e-6)  # (2 / 1.6 - 1) / (2 - 1)
+    assert m.efficiency(2) == pytest.approx(0.8, rel=1e-6) and sizer.choose(f).slots == 4
+
+
+def test_runtime_sizer_learns_from_epochs_once_and_journals_its_terms(tmp_path):
+    from scheduler.cost_model import EpochTimes
+    from scheduler.sizing import runtime_sizer
+
+    sizer = runtime_sizer(str(tmp_path / "none.bp"), [1, 2], 2, 600.0,
+                          lambda p: {"NeuralNetwork": {"Architecture": {"mpnn_type": "GIN", "num_conv_layers": 2, **p},
+                                                       "Training": {"num_epoch": 4, "batch_size": 32}}})
+    params = {"hidden_dim": 32}
+    first = sizer.choose(params)
+    assert first.slots == 1 and first.startup_s == 5.0 and first.epochs == 4  # the prior, no widening
+    assert first.predicted_seconds == pytest.approx(5.0 + 4 * first.epoch_s_at(1))
+    assert sizer.observe_epoch(params, 1, (0, 0), EpochTimes(2.0, 3.0, 2.0))
+    sizer.observe(params, 1, 14.0, ok=True, epochs=4)  # its epochs taught the model: not again
+    assert sizer.cost_model.observations == 1
+    again = sizer.choose(params)
+    assert again.startup_s == 2.0 and again.epoch_s_at(1) == pytest.approx(3.0)
+    assert again.predicted_seconds == pytest.approx(2.0 + 4 * 3.0)
+    assert not sizer.observe_epoch(params, 1, (1, 0), EpochTimes(2.0, -1.0, None))

@@ -63,3 +63,38 @@ def test_report_of_an_old_journal_without_predictions(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert "cost model: no predictions recorded" in out
     assert not any(line.startswith("cost model error") for line in out)
+
+
+def test_report_gives_the_error_per_attempt_and_per_epoch_and_draws_it(tmp_path, capsys):
+    """Predicted start-up 1 s and 10 s per epoch at each start; trial i trained 2 epochs (predicted
+    21 s) in 21 x e^(0.1 i) s, its epochs measured at 10 x e^(-0.05 i) s: the report's figures are the
+    medians of those logs, trials 11+ on their own, and the parity plot is drawn."""
+    directory = tmp_path / "c"
+    directory.mkdir()
+    with Journal(directory / "journal.jsonl") as journal:
+        journal.append({"event": "campaign_started", "time": 0.0, "campaign": {"objective": "objective"},
+                        "resume": False, "ranks": 2, "slots": 1})
+        t = 1.0
+        for tid in range(12):
+            wall = 21.0 * math.exp(0.1 * tid)
+            journal.append({"event": "trial_suggested", "time": t, "trial_id": tid, "params": {"h": tid}, "attempt": 0})
+            journal.append({"event": "trial_started", "time": t, "trial_id": tid, "attempt": 0, "slots": [0],
+                            "hosts": ["n0"], "size": 1, "predicted_slot_s": 21.0, "predicted_startup_s": 1.0,
+                            "predicted_epoch_s": 10.0})
+            for epoch in (1, 2):
+                journal.append({"event": "trial_progress", "time": t + epoch, "trial_id": tid, "attempt": 0,
+                                "epoch": epoch, "objective": 1.0, "epoch_s": 10.0 * math.exp(-0.05 * tid)})
+            result = {**_result("completed", wall, 1), "epochs": 2}
+            journal.append({"event": "trial_finished", "time": t + wall, "trial_id": tid, "attempt": 0,
+                            "result": result})
+            t += wall + 1
+        journal.append({"event": "campaign_finished", "time": t, "reason": "max_trials (12) finished"})
+    assert main(["report", str(directory)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cost model error"))
+    # per attempt 0.0 .. 1.1: median 0.55, p90 0.99; trials 11 and 12: 1.0, 1.1 -> 1.05;
+    # per epoch 0.05 x (0 .. 11), each twice: median 0.275, p90 at rank 20.7 of 24 -> 0.5 + 0.7 x 0.0 = 0.5
+    assert line == ("cost model error |log(predicted/actual)| of start-up + the epochs trained, predicted at each "
+                    "start: median 0.5500, p90 0.9900 over 12 attempts (trials 11+: median 1.0500 over 2); "
+                    "per epoch: median 0.2750, p90 0.5000 over 24")
+    assert (directory / "report" / "cost.png").stat().st_size > 5000
+    assert "the cost model: predicted vs actual" in (directory / "report" / "index.html").read_text()
