@@ -243,8 +243,8 @@ class CostModel:
     startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
     _all: "_Ridge" = field(init=False, repr=False)  # every attempt's row
     _one_slot: "_Ridge" = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
-    _startups: dict[Hashable, float] = field(default_factory=dict, init=False, repr=False)
-    _eval_factors: dict[Hashable, float] = field(default_factory=dict, init=False, repr=False)
+    _startups: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
+    _eval_factors: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
     _errors: list[float] = field(default_factory=list, init=False, repr=False)
     _finished: int = field(default=0, init=False, repr=False)
 
@@ -299,17 +299,13 @@ class CostModel:
     # -- learnt terms ----------------------------------------------------------------------------
     @property
     def startup_s(self) -> float:
-        """Predicted start-up of an attempt: the median of those seen, else the prior."""
-        if not self._startups:
-            return self.startup_prior_s
-        return float(np.median(list(self._startups.values())))
+        """Predicted start-up of an attempt: the median of the latest attempts seen, else the prior."""
+        return self._startups.median(self.startup_prior_s)
 
     @property
     def eval_factor(self) -> float:
         """An epoch's wall time over its training pass: the median of those seen, else the prior."""
-        if not self._eval_factors:
-            return EVAL_OVERHEAD
-        return float(np.median(list(self._eval_factors.values())))
+        return self._eval_factors.median(EVAL_OVERHEAD)
 
     def _features(self, f: TrialFeatures, analytic: float) -> np.ndarray:
         x = np.zeros(2 + len(self._TYPES))
@@ -349,9 +345,9 @@ class CostModel:
         if not usable(times.epoch_s) or (times.train_s is not None and not usable(times.train_s)):
             return False
         if times.startup_s is not None and math.isfinite(times.startup_s) and times.startup_s >= 0:
-            self._startups[key] = times.startup_s
+            self._startups.set(key, times.startup_s)
         if times.train_s is not None:
-            self._eval_factors[key] = max(1.0, times.epoch_s / times.train_s)
+            self._eval_factors.set(key, max(1.0, times.epoch_s / times.train_s))
         train_s = times.train_s if times.train_s is not None else times.epoch_s / self.eval_factor
         if slots > 1 and self._one_slot.rows:  # how much faster than what one-slot attempts predict
             self.efficiency.learn(key, slots, self._one_slot_seconds(f, self._one_slot) / train_s)
@@ -430,3 +426,27 @@ class _Ridge:
             a[0, 0] -= self.ridge - 1e-9
             self._beta = t @ np.linalg.solve(a, t.T @ self._xty)
         return float(x @ self._beta)
+
+
+class _RecentMedian:
+    """The median of one value per key over the latest ``window`` keys (a key set again counts as
+    new), computed once per change: rank 0 asks it for every candidate it sizes."""
+
+    def __init__(self, window: int = 256) -> None:
+        self.window = window
+        self._values: dict[Hashable, float] = {}
+        self._median: float | None = None
+
+    def set(self, key: Hashable, value: float) -> None:
+        self._values.pop(key, None)
+        self._values[key] = value
+        if len(self._values) > self.window:
+            del self._values[next(iter(self._values))]
+        self._median = None
+
+    def median(self, default: float) -> float:
+        if not self._values:
+            return default
+        if self._median is None:
+            self._median = float(np.median(list(self._values.values())))
+        return self._median

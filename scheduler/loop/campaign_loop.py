@@ -237,7 +237,10 @@ class CampaignLoop:
         if epochs:
             self._revise(rt, epochs[-1], len(epochs), now)
             last = epochs[-1]
-            if last.epoch_s is not None:
+            done = last.epoch - rt.spec.resume_epoch
+            # the model learns at the attempt's epochs 1, 2, 4, 8, ... (each replaces the one before):
+            # its rate early, then better measured, at log(epochs) cost to rank 0
+            if last.epoch_s is not None and any(d >= 1 and d & (d - 1) == 0 for d in range(done - len(epochs) + 1, done + 1)):
                 self.sizer.observe_epoch(rt.spec.params, len(rt.slots), (trial_id, attempt),
                                          EpochTimes(rt.startup_s, last.epoch_s, last.train_s))
         for report in epochs:

@@ -49,8 +49,13 @@ def test_runtime_sizer_alternatives_and_unreadable_config(tmp_path):
     sized = sizer.choose({})
     model = sizer.cost_model
     assert sized.slots == 1  # far below the 900 s target: the smallest size
-    assert sized.alternatives == tuple((n, pytest.approx(model.predict_work(TrialFeatures.from_config(config)) / (n * model.efficiency(n))))
-                                       for n in (2, 4))
+    assert sized.alternatives == ()  # no speed-up measured yet: no wider size is offered
+    for key in ("a", "b"):  # two attempts measured 1.8x on 2 slots: alpha (2 / 1.8 - 1) = 1/9
+        model.efficiency.learn(key, 2, 1.8)
+    features = TrialFeatures.from_config(config)
+    assert sizer.choose({}).alternatives == tuple((n, pytest.approx(model.predict_seconds(features, n)))
+                                                  for n in (2, 4))
+    assert model.predict_seconds(features, 4) < model.predict_seconds(features, 2) < model.predict_seconds(features, 1)
     broken = runtime_sizer(str(tmp_path / "missing.bp"), [1, 2, 4], 4, 40.0,
                            lambda params: {"NeuralNetwork": {"Architecture": {"mpnn_type": "NoSuchLayer"}}})
     assert broken.choose({}) == SizedTrial(1, 40.0)  # smallest size, the fallback time, rigid
