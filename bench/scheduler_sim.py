@@ -7,8 +7,12 @@ For each (trials, estimate error, seed) one workload is generated (cost model + 
 every policy; medians over seeds are printed side by side with the ANCHORS figures (fixed-block 17%,
 FIFO 64%, FIFO-skip 72%). Trials report every epoch (the runtime re-estimates running trials from
 them). Two study variants of load-aware can be added to ``--policies``: ``load-aware:blind`` (no
-epoch reports: placement keeps the predicted ends) and ``load-aware:malleable`` (running trials may
-move to more slots at an epoch boundary; the runtime does not do this). Goals (issue #27, load-aware):
+epoch reports: placement keeps the predicted ends), ``load-aware:malleable`` (running trials may
+move to more slots at an epoch boundary; the runtime does not do this) and ``load-aware:work``
+(largest predicted work first and tail margin 2: load-aware before issue #27). Error models:
+``--errors`` sigmas of each trial's first prediction; ``--learnt-error S``: once the cost model
+learnt from 10 attempts' epochs the waiting trials are sized again with error sigma S (the demo
+measured 0.37); ``--replay-errors JOURNAL``: both errors replayed from a campaign's journal. Goals (issue #27, load-aware):
 U >= 97% / 92% / 88% at estimate error 0.5 / 1.2 / 1.8 (makespan / LB <= 1.03 at 0.5), and at least
 FIFO-skip + 5 points at every error.
 A second run measures decision latency with 10,000 pending candidates (``max_pending``) on the full
@@ -28,20 +32,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scheduler.placement.load_aware import LoadAwarePolicy  # noqa: E402
 from scheduler.simulator import SimConfig, generate_workload, simulate  # noqa: E402
+from scheduler.simulator.error_model import ErrorModel, LognormalError, ReplayedError  # noqa: E402
 
 ANCHOR_U = {"fixed-block": 0.17, "fifo": 0.64, "fifo-skip": 0.72, "load-aware": None}
-VARIANTS: dict[str, dict] = {"": {}, "blind": {"reveal_epochs": False}, "malleable": {"malleable": True}}
+VARIANTS: dict[str, dict] = {"": {}, "blind": {"reveal_epochs": False}, "malleable": {"malleable": True}, "work": {}}
+# variants that are a differently configured policy: ``work`` is load-aware's order before issue #27
+VARIANT_POLICY = {"work": lambda: LoadAwarePolicy(tail_margin=2.0, by_duration=False)}
 GOAL_U = ((0.5, 0.97), (1.2, 0.92), (1.8, 0.88))  # (estimate error up to, load-aware U at least)
 
 
-def _placement_goal_met(err: float, u: float, ratio: float, fifo_skip: list[dict] | None) -> bool:
-    """Issue #27's goals for load-aware at estimate error ``err`` (none below 0.5)."""
-    if err < 0.5:
+def _placement_goal_met(err: float | None, u: float, ratio: float, fifo_skip: list[dict] | None) -> bool:
+    """Issue #27's goals for load-aware at estimate error ``err`` (none below 0.5; None: a replayed
+    error model, where only the lead over FIFO-skip is a goal)."""
+    if err is not None and err < 0.5:
         return True
-    need = next((goal for upto, goal in GOAL_U if err <= upto), GOAL_U[-1][1])
-    if u < need or (err <= 0.5 and ratio > 1.03):
-        return False
+    if err is not None:
+        need = next((goal for upto, goal in GOAL_U if err <= upto), GOAL_U[-1][1])
+        if u < need or (err <= 0.5 and ratio > 1.03):
+            return False
     return not fifo_skip or u >= statistics.median(r["utilisation"] for r in fifo_skip) + 0.05
 
 
@@ -50,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=8192)
     ap.add_argument("--gpus-per-node", type=int, default=8)
     ap.add_argument("--trials", type=int, nargs="*", default=[800, 3000], help="placement workloads (none: skip them)")
-    ap.add_argument("--errors", type=float, nargs="+", default=[0.0, 0.5])
+    ap.add_argument("--errors", type=float, nargs="+", default=[0.0, 0.5],
+                    help="sigma of the lognormal error of each trial's first prediction")
+    ap.add_argument("--learnt-error", type=float, default=None,
+                    help="sigma once the cost model learnt (waiting trials are sized again; default: "
+                         "no learning, the first error stays)")
+    ap.add_argument("--replay-errors", metavar="JOURNAL", default=None,
+                    help="also run with the error model replayed from a campaign's journal.jsonl")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--policies", nargs="+", default=["load-aware", "fixed-block", "fifo", "fifo-skip"])
     ap.add_argument("--block-nodes", type=int, default=256)
@@ -87,14 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _error_models(args: argparse.Namespace) -> list[tuple[str, float | None, ErrorModel]]:
+    """(label, sigma for the goals (None: replayed), model) of every error model the run covers."""
+    models: list[tuple[str, float | None, ErrorModel]] = [
+        (f"{err:g}" if args.learnt_error is None else f"{err:g}>{args.learnt_error:g}", err,
+         LognormalError(err, args.learnt_error)) for err in args.errors]
+    if args.replay_errors:
+        replayed = ReplayedError.from_journal(args.replay_errors)
+        print(f"error model 'journal': {replayed.describe()}")
+        models.append(("journal", None, replayed))
+    return models
+
+
 def _placement(args: argparse.Namespace) -> bool:
-    """Every policy on each workload and estimate error; True when load-aware meets its goals."""
+    """Every policy on each workload and error model; True when load-aware meets its goals."""
     goals_ok = True
     for n in args.trials:
-        for err in args.errors:
+        for label, err, model in _error_models(args):
             rows: dict[str, list[dict]] = {p: [] for p in args.policies}
             for seed in range(args.seeds):
-                work = generate_workload(n, args.nodes, args.gpus_per_node, err, seed)
+                work = generate_workload(n, args.nodes, args.gpus_per_node, err or 0.0, seed, error_model=model)
                 for pol in args.policies:
                     name, _, variant = pol.partition(":")
                     if variant not in VARIANTS:
@@ -102,13 +130,14 @@ def _placement(args: argparse.Namespace) -> bool:
                     cfg = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=name,
                                     block_nodes=min(args.block_nodes, args.nodes), seed=seed, estimate_error=err,
                                     **VARIANTS[variant])
-                    rows[pol].append(simulate(work, cfg).summary)
+                    policy = VARIANT_POLICY[variant]() if variant in VARIANT_POLICY else None
+                    rows[pol].append(simulate(work, cfg, policy=policy).summary)
             for pol in args.policies:
                 med = lambda key, sub=None: statistics.median(  # noqa: E731
                     (r[key][sub] if sub else r[key]) for r in rows[pol])
                 u, ratio = med("utilisation"), med("makespan_over_lb")
                 anchor = ANCHOR_U.get(pol)
-                print(f"{n:>6} {err:>4} {pol:<20} {100 * u:>6.1f}% {'' if anchor is None else f'{100 * anchor:.0f}%':>8} "
+                print(f"{n:>6} {label:>4} {pol:<20} {100 * u:>6.1f}% {'' if anchor is None else f'{100 * anchor:.0f}%':>8} "
                       f"{ratio:>6.3f} {med('decision_latency_ms', 'p50'):>7.3f} {med('decision_latency_ms', 'p99'):>7.3f} "
                       f"{med('wait_s', 'mean') / 3600:>11.2f} {med('moldable_work_inflation'):>5.3f} {med('sim_wall_s'):>6.1f}")
                 if pol == "load-aware" and not _placement_goal_met(err, u, ratio, rows.get("fifo-skip")):

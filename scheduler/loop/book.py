@@ -45,6 +45,22 @@ class TrialBook:
             spec.sized = self.sizer.choose(spec.params)
         self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
 
+    def reprice(self, now: float) -> int:
+        """Ask the sizer again for every waiting first attempt (the cost model learnt since they
+        were sized) and hand placement the new sizes and predictions; returns how many changed.
+        Retries keep their sizes (an out-of-memory retry was sized up on purpose)."""
+        changed = 0
+        for spec in self.waiting.values():
+            if spec.attempt > 0 or spec.resume_epoch > 0:
+                continue
+            sized = self.sizer.choose(spec.params)
+            if spec.sized is not None and sized == spec.sized:
+                continue
+            spec.sized, spec.size = sized, sized.slots
+            self.policy.update(trial_request(spec.trial_id, spec.size, sized, now))
+            changed += 1
+        return changed
+
     def grow(self, now: float) -> list[RunningTrial]:
         """Running trials placement moves onto more slots: the free ones among their new slots are
         held for them (under :func:`growth_key`) until they move; returns them (``moving_to`` set)."""

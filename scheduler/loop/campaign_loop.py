@@ -10,7 +10,8 @@ path leave before the optimizer is asked for more)::
                          ahead when slots are idle with nothing waiting
 
 and between turns, as they happen: :meth:`CampaignLoop.trial_progress` (a trial finished epochs:
-the stopper, if the campaign has one, may ask it to stop; placement re-estimates its end),
+the stopper, if the campaign has one, may ask it to stop; placement re-estimates its end; the
+sizer learns from it and, after its 1st, 2nd, 4th, ... lesson, the waiting trials are sized again),
 :meth:`CampaignLoop.trial_ended` (retry on more slots after an out-of-memory kill, or on the same
 size up to ``retries``; outcome counts; the failure threshold), :meth:`CampaignLoop.trial_moved` (a
 trial placement grew checkpointed at an epoch boundary and continues on more slots),
@@ -158,6 +159,8 @@ class CampaignLoop:
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
         self.stopper = stopper
         self._epoch_per_train = 1.2  # an epoch's seconds over its training's (evaluation adds the rest)
+        self.lessons = 0  # epochs the sizer learnt from
+        self.repriced = 0  # waiting trials whose size or prediction changed when they were sized again
         if stopper is not None:
             stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                            for t, epoch, value, elapsed in progress_history)
@@ -241,8 +244,9 @@ class CampaignLoop:
             # the model learns at the attempt's epochs 1, 2, 4, 8, ... (each replaces the one before):
             # its rate early, then better measured, at log(epochs) cost to rank 0
             if last.epoch_s is not None and any(d >= 1 and d & (d - 1) == 0 for d in range(done - len(epochs) + 1, done + 1)):
-                self.sizer.observe_epoch(rt.spec.params, len(rt.slots), (trial_id, attempt),
-                                         EpochTimes(rt.startup_s, last.epoch_s, last.train_s))
+                if self.sizer.observe_epoch(rt.spec.params, len(rt.slots), (trial_id, attempt),
+                                            EpochTimes(rt.startup_s, last.epoch_s, last.train_s)):
+                    self._learnt(now)
         for report in epochs:
             epoch = report.epoch
             value = self.rules.objective.of_report(report)
@@ -257,6 +261,15 @@ class CampaignLoop:
                                f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
                 self.book.policy.revise(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
+
+    def _learnt(self, now: float) -> None:
+        """The sizer learnt from an epoch: after the 1st, 2nd, 4th, 8th, ... such lesson the
+        waiting trials are sized and predicted again (:meth:`TrialBook.reprice`), so that a campaign
+        whose candidates were all sized before anything ran places them on what it has learnt since,
+        at log(lessons) x waiting trials' cost to rank 0."""
+        self.lessons += 1
+        if self.lessons & (self.lessons - 1) == 0 and self.book.waiting:
+            self.repriced += self.book.reprice(now)
 
     def trial_pace(self, trial_id: int, attempt: int, pace: EpochPace, now: float) -> None:
         """A running trial attempt told how fast its first epoch trains, before that epoch ends:

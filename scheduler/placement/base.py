@@ -4,6 +4,7 @@ A policy is driven by events. The caller (the MPI runtime on rank 0, or the disc
 simulator with a virtual clock) does::
 
     policy.submit(request)                    # a new candidate trial, already sized by the cost model
+    policy.update(request)                    # a pending one sized again (the cost model learnt)
     decisions = policy.schedule(pool, now)    # whenever slots are freed or candidates arrive
     for d in decisions: pool.allocate(d.trial_id, d.slots); start(d)
     ...
@@ -119,6 +120,13 @@ class PlacementPolicy(ABC):
     def cancel(self, trial_id: int) -> None:
         """Drop a pending candidate (for example when the campaign budget is reached)."""
         self._pending.pop(trial_id, None)
+
+    def update(self, request: TrialRequest) -> None:
+        """A pending candidate was sized again (the cost model learnt since): the same trial with a
+        new size, prediction or alternatives; it keeps its place in submission order."""
+        if request.trial_id not in self._pending:
+            raise KeyError(f"trial {request.trial_id} is not pending")
+        self._pending[request.trial_id] = request
 
     def finished(self, trial_id: int, now: float) -> None:  # noqa: B027 - optional hook
         """Called after a running trial's slots were released; policies with reservations update here."""

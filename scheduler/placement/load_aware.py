@@ -1,24 +1,28 @@
-"""Load-aware placement: largest predicted work first with EASY backfilling.
+"""Load-aware placement: longest predicted duration first with EASY backfilling.
 
 Each ``schedule`` call:
 
-1. **Heads.** Start the pending trial with the largest predicted work (``slots x predicted_seconds``)
+1. **Heads.** Start the pending trial with the longest predicted duration (ties: the wider one)
    while it fits (best fit for sub-node trials, whole nodes in as few network groups as possible for
-   multi-node trials, :meth:`ResourcePool.pick`).
+   multi-node trials, :meth:`ResourcePool.pick`). A trial that starts late ends late by its
+   duration, whatever its width: the long ones go first, so the last to start are the short ones.
+   (``by_duration=False``: the largest predicted work ``slots x seconds`` first, the order before
+   issue #27; it starts narrow long trials last, which costs up to 20 points of utilisation once the
+   cost model has learnt, see docs/performance.md.)
 2. **Reservation.** The first head that does not fit gets a reservation: from the predicted end
    times of the running trials, the earliest time ``S`` at which enough nodes are free for it and
    those nodes ``R``. The head keeps its reservation (it stays the head, "sticky") until it starts,
    so later, larger arrivals cannot starve it: its wait is bounded by the running trials' ends.
 3. **Backfill.** Other candidates start now if they cannot delay the reservation: a candidate
    predicted to end by ``S`` may use any free slot (reserved nodes first, they would idle otherwise);
-   a longer one only slots off ``R``. Among the eligible candidates the largest work goes first.
+   a longer one only slots off ``R``. Among the eligible candidates the longest goes first.
 
 4. **Moldable tail.** A trial with ``alternatives`` (larger sizes it may run at) whose predicted end
-   falls after the ideal finish time ``F = now + (pending work + remaining running work) / slots``
-   is started at the smallest wider size that ends by ``F`` (or the widest that fits now): the last
-   wave of a campaign runs wider and shorter instead of leaving a long tail on an idle machine.
-   While the queue holds more work than the machine can finish soon, ``F`` is far away and every
-   trial keeps its sized width.
+   (:attr:`LoadAwarePolicy.tail_margin` x its predicted time from now) falls after the ideal finish
+   time ``F = now + (pending work + remaining running work) / slots`` is started at the smallest
+   wider size that ends by ``F`` (or the widest that fits now): the last wave of a campaign runs
+   wider and shorter instead of leaving a long tail on an idle machine. While the queue holds more
+   work than the machine can finish soon, ``F`` is far away and every trial keeps its sized width.
 
 5. **Growth** (:meth:`LoadAwarePolicy.grow`, malleable trials; called before ``schedule``). A
    running trial re-estimated to end after ``F`` would end the campaign late whatever else runs:
@@ -77,15 +81,16 @@ class _SizeClasses:
         if not entries:
             del self.classes[req.slots]
 
-    def top_by_work(self) -> int | None:
-        """Trial id with the largest ``slots x seconds`` (ties: lowest trial id)."""
+    def top(self, by_duration: bool) -> int | None:
+        """Trial id with the longest predicted duration (ties: the wider, then the lowest id), or
+        (``by_duration`` False) the largest ``slots x seconds`` (ties: lowest trial id)."""
         best: tuple[float, int] | None = None
         for size, entries in self.classes.items():
             neg_sec, tid = entries[0]
-            key = (-size * neg_sec, -tid)
+            key = (-neg_sec if by_duration else -size * neg_sec, size, -tid)
             if best is None or key > best:
                 best = key
-        return None if best is None else -best[1]
+        return None if best is None else -best[2]
 
     def longest(self, size: int) -> tuple[float, int]:
         neg_sec, tid = self.classes[size][0]
@@ -170,15 +175,22 @@ class _EndTimes:
 
 
 class LoadAwarePolicy(PlacementPolicy):
-    """Largest predicted work first, EASY backfilling, best-fit packing, group-local multi-node trials."""
+    """Longest predicted duration first, EASY backfilling, best-fit packing, group-local
+    multi-node trials.
+
+    ``tail_margin``: in the moldable tail a trial counts as ending by the ideal finish time only
+    with this multiple of its predicted time (1: as predicted; 2 was the default before issue #27,
+    and widened trials that did not need it once predictions were learnt); ``by_duration``: the
+    order of heads and backfill (False: largest predicted work first)."""
 
     name = "load-aware"
 
-    def __init__(self, tail_margin: float = 2.0) -> None:
+    def __init__(self, tail_margin: float = 1.0, by_duration: bool = True) -> None:
         super().__init__()
         if tail_margin < 1:
             raise ValueError(f"tail_margin must be >= 1, got {tail_margin}")
         self.tail_margin = tail_margin
+        self.by_duration = by_duration
         self._queue = _SizeClasses()
         self._ends: _EndTimes | None = None
         self._head_id: int | None = None
@@ -194,15 +206,31 @@ class LoadAwarePolicy(PlacementPolicy):
         self._version = 0  # bumped by every change grow() depends on
 
     # -- queue ---------------------------------------------------------------------------------------
-    def submit(self, request: TrialRequest) -> None:
+    @staticmethod
+    def _checked(request: TrialRequest) -> TrialRequest:
         if request.slots < 1 or not math.isfinite(request.predicted_seconds):
             raise ValueError(f"trial {request.trial_id}: needs slots >= 1 and a finite predicted_seconds, "
                              f"got {request.slots} and {request.predicted_seconds}")
         if request.predicted_seconds < MIN_PREDICTED_S:  # a zero prediction (e.g. no history yet)
             request = replace(request, predicted_seconds=MIN_PREDICTED_S)
+        return request
+
+    def submit(self, request: TrialRequest) -> None:
+        request = self._checked(request)
         super().submit(request)
         self._queue.add(request)
         self._pending_work += request.predicted_work
+        self._version += 1
+
+    def update(self, request: TrialRequest) -> None:
+        old = self._pending.get(request.trial_id)
+        if old is None:
+            raise KeyError(f"trial {request.trial_id} is not pending")
+        request = self._checked(request)
+        self._queue.remove(old)
+        self._queue.add(request)
+        self._pending[request.trial_id] = request
+        self._pending_work += request.predicted_work - old.predicted_work
         self._version += 1
 
     def cancel(self, trial_id: int) -> None:
@@ -349,11 +377,11 @@ class LoadAwarePolicy(PlacementPolicy):
         decisions.append(Decision(req.trial_id, slots))
 
     def next_to_queue(self, now: float) -> TrialRequest | None:
-        """The trial with the largest predicted work if it needs one slot and no head holds a
+        """The trial placement would start next (see ``top``) if it needs one slot and no head holds a
         reservation (a reserved head must not wait behind trials committed ahead of it)."""
         if self._head_id in self._pending or not self._pending:
             return None
-        tid = self._queue.top_by_work()
+        tid = self._queue.top(self.by_duration)
         req = self._pending[tid]
         if req.slots != 1:
             return None
@@ -408,7 +436,7 @@ class LoadAwarePolicy(PlacementPolicy):
     def _start_heads(self, pool: ResourcePool, now: float, decisions: list[Decision]) -> TrialRequest | None:
         """Start heads in work order while they fit; returns the first that does not (or None)."""
         while self._pending:
-            tid = self._head_id if self._head_id in self._pending else self._queue.top_by_work()
+            tid = self._head_id if self._head_id in self._pending else self._queue.top(self.by_duration)
             assert tid is not None
             head = self._pending[tid]
             if not pool.can_fit(head.slots):
@@ -470,7 +498,7 @@ class LoadAwarePolicy(PlacementPolicy):
                     active.remove(size)  # capacity only shrinks in this call: never eligible again
                     continue
                 seconds, tid, short = choice
-                key = (size * seconds, -tid, size, short)
+                key = (seconds if self.by_duration else size * seconds, -tid, size, short)
                 if best is None or key[:2] > best[:2]:
                     best = key
             if best is None:

@@ -100,22 +100,31 @@ class WorkloadSource:
 
 class WorkloadSizer:
     """The sizer protocol over the workload's own sizes (the workload was sized by the real cost
-    model and sizer); finished trials still teach ``model`` (its error goes into sim.json)."""
+    model and sizer); finished trials still teach ``model`` (its error goes into sim.json).
+
+    Learning is modelled by the workload: once the epochs of ``learn_after`` attempts were learnt
+    from, a trial sized (or sized again, :meth:`scheduler.loop.TrialBook.reprice`) gets its
+    ``learnt_seconds`` prediction at its own size and wider ones scaled alike (the simulator keeps
+    each trial's width: its truth is defined there)."""
 
     def __init__(self, by_id: dict[int, SimTrial], model: CostModel, width_of: Callable[[int], int],
-                 work_fraction: Callable[[int], float] | None = None) -> None:
+                 work_fraction: Callable[[int], float] | None = None, learn_after: int = 10) -> None:
         self.by_id = by_id
         self.model = model
         self.width_of = width_of  # slots a trial's last attempt used
         self.work_fraction = work_fraction  # expected share of its epochs a trial trains (a stopper's)
+        self.learn_after = learn_after
+        self._taught: set[tuple[int, int]] = set()  # attempts whose epochs were learnt from
 
     def choose(self, params: dict[str, Any]) -> SizedTrial:
         t = self.by_id[params[WORKLOAD_KEY]]
         budget = t.features.num_epoch if t.features is not None else t.epochs  # what its config says
-        if self.work_fraction is None or t.curve is None:
-            return SizedTrial(t.slots, t.predicted_seconds, t.alternatives, epochs=budget)
-        f = self.work_fraction(budget)
-        return SizedTrial(t.slots, t.predicted_seconds * f, tuple((n, sec * f) for n, sec in t.alternatives),
+        scale = 1.0
+        if t.learnt_seconds is not None and len(self._taught) >= self.learn_after:
+            scale = t.learnt_seconds / t.predicted_seconds
+        if self.work_fraction is not None and t.curve is not None:
+            scale *= self.work_fraction(budget)
+        return SizedTrial(t.slots, t.predicted_seconds * scale, tuple((n, sec * scale) for n, sec in t.alternatives),
                           epochs=budget)
 
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
@@ -123,9 +132,13 @@ class WorkloadSizer:
         return t.slots, t.predicted_seconds
 
     def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes) -> bool:
-        """Nothing: the workload's predictions are fixed when it is generated (``model`` learns
-        from finished trials only, so its recorded error is each whole trial's)."""
-        return False
+        """Count the attempt as learnt from when the workload models learning (True: predictions
+        may have changed); ``model`` itself learns from finished trials only, so its recorded error
+        is each whole trial's."""
+        if self.by_id[params[WORKLOAD_KEY]].learnt_seconds is None:
+            return False
+        self._taught.add(attempt)
+        return True
 
     def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool,
                 epochs: int | None = None) -> None:

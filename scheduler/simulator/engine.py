@@ -56,6 +56,7 @@ class SimConfig:
     estimate_error: float | None = None  # reported in sim.json (the workload carries the scatter)
     reveal_epochs: bool = True  # trials report each epoch: running trials are re-estimated (the runtime does)
     malleable: bool = False  # study: running trials moved to more slots at an epoch boundary (not in the runtime)
+    learn_after: int = 10  # attempts learnt from before trials get their learnt prediction (the demo: 10)
 
 
 @dataclass
@@ -100,7 +101,8 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
                                report_epochs=config.reveal_epochs)
     source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
-                          work_fraction=None if stopper is None else stopper.expected_fraction)
+                          work_fraction=None if stopper is None else stopper.expected_fraction,
+                          learn_after=config.learn_after)
     loop = CampaignLoop(_rules(config, len(trials), max(t.time_limit_s for t in trials)), pool, timed, sizer, cluster, stopper=stopper)
     state = SimState(0.0, pool, timed.policy, {}, cluster.started)
     max_pending = 0
@@ -124,7 +126,7 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
             _dispatch(events.pop(), loop, cluster, source, now)
     bar.close()
     return summarise(trials, cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, health,
-                     model, max_pending, time.perf_counter() - t_wall)
+                     model, max_pending, time.perf_counter() - t_wall, loop.repriced)
 
 
 def _settle(loop: CampaignLoop, source: WorkloadSource, now: float) -> None:

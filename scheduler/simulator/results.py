@@ -16,7 +16,8 @@ sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
 - ``wait_s`` {mean, max}: submission to first start;
 - ``failed_slot_s``, ``failed_attempts``; ``drained_nodes``: nodes :class:`NodeHealth` took out;
 - ``cost_model_error`` {count, median_abs_log, p90_abs_log}: the cost model's own error on the
-  finished trials; ``sub_node_fraction``; ``max_pending``; ``sim_wall_s``;
+  finished trials; ``sub_node_fraction``; ``max_pending``; ``repriced_trials``: waiting trials
+  sized again after the cost model learnt (their prediction changed); ``sim_wall_s``;
 - ``early_stopping`` (the stopper, or ``none``), ``stopped_trials``; for trials with learning curves
   ``best_objective`` (the best value any trial reached) and ``time_to_best_s`` (when it was found);
   ``utilisation_until_last_start``: held slot-time / (slots x the last start): the utilisation while
@@ -37,7 +38,7 @@ SIM_JSON_KEYS = (
     "policy", "nodes", "gpus_per_node", "slots", "trials", "seed", "estimate_error", "utilisation",
     "occupied_utilisation", "moldable_work_inflation", "makespan_s", "lower_bound_s", "makespan_over_lb", "useful_slot_s", "longest_trial_s",
     "decision_latency_ms", "decision_cpu_ms", "wait_s", "failed_slot_s", "failed_attempts", "drained_nodes",
-    "cost_model_error", "sub_node_fraction", "max_pending", "sim_wall_s",
+    "cost_model_error", "sub_node_fraction", "max_pending", "repriced_trials", "sim_wall_s",
     "early_stopping", "stopped_trials", "best_objective", "time_to_best_s", "utilisation_until_last_start",
 )
 
@@ -108,7 +109,7 @@ def _discarding(records: list[SimAttempt], config) -> dict[str, Any]:
 
 
 def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
-              pool, health, model, max_pending: int, wall_s: float) -> SimResult:
+              pool, health, model, max_pending: int, wall_s: float, repriced: int = 0) -> SimResult:
     """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
     slots = pool.total_slots
     done = [r for r in records if r.ok]
@@ -159,7 +160,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         "drained_nodes": [asdict(d) for d in health.reports],
         "cost_model_error": {"count": err.count, "median_abs_log": err.median, "p90_abs_log": err.p90},
         "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
-        "max_pending": max_pending, "sim_wall_s": wall_s,
+        "max_pending": max_pending, "repriced_trials": repriced, "sim_wall_s": wall_s,
         **_discarding(records, config),
     }
     assert tuple(summary) == SIM_JSON_KEYS

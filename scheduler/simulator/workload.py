@@ -13,6 +13,7 @@ import numpy as np
 
 from scheduler.cost_model import CostModel, DatasetStats, ParallelEfficiency, TrialFeatures
 from scheduler.runtime.launch import kill_margin_s
+from scheduler.simulator.error_model import ErrorModel, LognormalError
 from scheduler.sizing import Sizer, default_sizes
 
 # A large multi-dataset run (HydraGNN multidataset HPO-like): graphs, mean atoms and directed edges
@@ -54,6 +55,7 @@ class SimTrial:
     epochs: int = 1  # its epoch budget: it reports each epoch, from which the campaign re-estimates it
     startup_s: float = 0.0  # true fixed start-up (process, imports, data) before its first epoch
     epoch_s: float | None = None  # true seconds per epoch at its own size (None: from true_seconds)
+    learnt_seconds: float | None = None  # its prediction once the cost model learnt (None: never better)
 
     @property
     def true_work(self) -> float:
@@ -126,10 +128,13 @@ def make_cost_model(slots_per_node: int) -> CostModel:
 def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate_error: float,
                       seed: int, target_seconds: float = 1800.0, max_trial_nodes: int = 256,
                       time_limit_s: float | None = None, cost_model: CostModel | None = None,
-                      moldable: bool = True, curves: bool = False, startup_s: float = STARTUP_S) -> list[SimTrial]:
+                      moldable: bool = True, curves: bool = False, startup_s: float = STARTUP_S,
+                      error_model: ErrorModel | None = None) -> list[SimTrial]:
     """``num_trials`` trials: features -> cost model -> sizer (memory first, then the target
-    duration) -> predicted seconds; true seconds = predicted x exp(N(0, estimate_error^2)) (the error
-    model: one lognormal factor per trial, the same for each of its epochs).
+    duration) -> predicted seconds; true seconds = predicted x the error model's first factor (by
+    default :class:`LognormalError` ``(estimate_error)``: exp(N(0, estimate_error^2)), no learning),
+    the same for each of its epochs; with a learnt factor the trial also gets the prediction the
+    campaign makes of it once the cost model learnt (``learnt_seconds``).
 
     Each trial has ``num_epoch`` epochs after a fixed start-up of ``startup_s`` (at most half its
     true time); it reports each epoch, so a running trial reveals its true rate after its first one.
@@ -147,6 +152,8 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
         raise ValueError(f"estimate_error must be >= 0, got {estimate_error}")
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 104729)
+    error_rng = np.random.default_rng(seed + 15485863)  # the error model's own draws: same trials under each
+    errors = error_model or LognormalError(estimate_error)
     model = cost_model or make_cost_model(slots_per_node)
     sizer = Sizer(model, default_sizes(slots_per_node, min(nodes, max_trial_nodes)), target_seconds,
                   memory_per_slot_gb=GCD_MEMORY_GB)
@@ -154,9 +161,9 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
     for tid in range(num_trials):
         features = sample_features(rng)
         choice = sizer.choose(features)
-        noise = math.exp(estimate_error * rng.standard_normal())  # always drawn: same trials at every error
+        error = errors.draw(float(rng.standard_normal()), error_rng)  # z always drawn: same trials at every error
         curve = learning_curve(features.num_epoch, curve_rng) if curves else None
-        true_total = choice.predicted_seconds * noise  # all its epochs at its own size
+        true_total = choice.predicted_seconds * error.first  # all its epochs at its own size
         startup = min(startup_s, 0.5 * true_total)
         epoch_s = (true_total - startup) / features.num_epoch
         trial = SimTrial(
@@ -165,7 +172,8 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
             alternatives=tuple((n, min(sec, limit)) for n, sec in choice.alternatives) if moldable else (),
             wider_sizes=tuple(n for n, _ in choice.alternatives),
             time_limit_s=limit, efficiency=model.efficiency, curve=curve, epochs=features.num_epoch,
-            startup_s=startup, epoch_s=epoch_s)
+            startup_s=startup, epoch_s=epoch_s,
+            learnt_seconds=None if error.learnt is None else min(true_total / error.learnt, limit))
         trials.append(replace(trial, true_seconds=trial.attempt(choice.slots)[0]))  # within its time limit
     return trials
 
