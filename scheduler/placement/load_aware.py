@@ -82,9 +82,9 @@ class _SizeClasses:
             del self.classes[req.slots]
 
     def top(self, by_duration: bool) -> int | None:
-        """Trial id with the longest predicted duration (ties: the wider, then the lowest id), or
-        (``by_duration`` False) the largest ``slots x seconds`` (ties: lowest trial id)."""
-        best: tuple[float, int] | None = None
+        """Trial id with the longest predicted duration, or (``by_duration`` False) the largest
+        ``slots x seconds``; ties: the wider, then the lowest trial id."""
+        best: tuple[float, int, int] | None = None
         for size, entries in self.classes.items():
             neg_sec, tid = entries[0]
             key = (-neg_sec if by_duration else -size * neg_sec, size, -tid)
@@ -434,7 +434,7 @@ class LoadAwarePolicy(PlacementPolicy):
         return decisions
 
     def _start_heads(self, pool: ResourcePool, now: float, decisions: list[Decision]) -> TrialRequest | None:
-        """Start heads in work order while they fit; returns the first that does not (or None)."""
+        """Start heads in placement order while they fit; returns the first that does not (or None)."""
         while self._pending:
             tid = self._head_id if self._head_id in self._pending else self._queue.top(self.by_duration)
             assert tid is not None
