@@ -18,7 +18,6 @@ the model never gets better, the error stays the first one).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from abc import ABC, abstractmethod
@@ -26,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from hpo.events import JournalEventError, TrialProgress, TrialStarted, event_from_json
+from hpo.journal import JournalCorruptError, read_events
 
 
 class ErrorModelError(ValueError):
@@ -102,28 +104,19 @@ class ReplayedError(ErrorModel):
         reported ``epoch_s`` over the ``predicted_epoch_s`` journaled at its start; the first
         ``learn_after`` trials to start give the first ratios, the rest the learnt ones."""
         path = Path(path)
-        predicted: dict[int, float] = {}
-        order: list[int] = []
-        epochs: dict[int, list[float]] = {}
         try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+            events = [event_from_json(record) for record in read_events(path)
+                      if record["event"] in (TrialStarted.name, TrialProgress.name)]
+        except (OSError, JournalCorruptError, JournalEventError) as exc:
             raise ErrorModelError(f"{path}: cannot read the journal ({exc})") from None
-        for line_no, line in enumerate(lines, start=1):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                raise ErrorModelError(f"{path}, line {line_no}: not JSON") from None
-            if not isinstance(event, dict) or event.get("attempt", 0) != 0:
-                continue
-            kind, tid = event.get("event"), event.get("trial_id")
-            if kind == "trial_started" and isinstance(event.get("predicted_epoch_s"), (int, float)):
-                if event["predicted_epoch_s"] > 0 and tid not in predicted:
-                    predicted[tid] = float(event["predicted_epoch_s"])
-                    order.append(tid)
-            elif kind == "trial_progress" and isinstance(event.get("epoch_s"), (int, float)) and event["epoch_s"] > 0:
-                epochs.setdefault(tid, []).append(float(event["epoch_s"]))
-        ratios = [math.log(statistics.median(epochs[t]) / predicted[t]) for t in order if t in epochs]
+        predicted: dict[int, float] = {}  # trial -> predicted seconds per epoch, in start order
+        epochs: dict[int, list[float]] = {}
+        for event in events:
+            if isinstance(event, TrialStarted) and event.attempt == 0 and event.predicted_epoch_s:
+                predicted.setdefault(event.trial_id, event.predicted_epoch_s)
+            elif isinstance(event, TrialProgress) and event.attempt == 0 and event.report.epoch_s:
+                epochs.setdefault(event.trial_id, []).append(event.report.epoch_s)
+        ratios = [math.log(statistics.median(epochs[t]) / p) for t, p in predicted.items() if t in epochs]
         if len(ratios) <= learn_after:
             raise ErrorModelError(f"{path}: {len(ratios)} trials with a predicted and a reported epoch time; "
                                   f"more than learn_after={learn_after} are needed")

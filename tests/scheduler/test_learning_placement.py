@@ -85,13 +85,15 @@ def test_lognormal_error_model_keeps_the_trials():
 
 
 def _journal(path, ratios):
-    lines = [{"event": "campaign_started"}]
+    lines = []
     for tid, r in enumerate(ratios):
-        lines.append({"event": "trial_started", "trial_id": tid, "attempt": 0, "predicted_epoch_s": 2.0})
+        lines.append({"event": "trial_started", "trial_id": tid, "attempt": 0, "slots": [0], "hosts": ["h"],
+                      "size": 1, "predicted_epoch_s": 2.0})
         for epoch in (1, 2, 3):
             lines.append({"event": "trial_progress", "trial_id": tid, "attempt": 0, "epoch": epoch,
-                          "epoch_s": 2.0 * math.exp(r) * (1.0 + 0.01 * (epoch - 2))})
-    lines.append({"event": "trial_progress", "trial_id": 99, "attempt": 0, "epoch": 1, "epoch_s": 5.0})  # never started
+                          "objective": 0.5, "epoch_s": 2.0 * math.exp(r) * (1.0 + 0.01 * (epoch - 2))})
+    lines.append({"event": "trial_progress", "trial_id": 99, "attempt": 0, "epoch": 1, "objective": 0.5,
+                  "epoch_s": 5.0})  # never started
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
@@ -112,8 +114,9 @@ def test_replayed_error_model_from_a_journal(tmp_path):
             assert round(math.log(t.true_seconds / t.predicted_seconds), 6) in allowed
     with pytest.raises(ErrorModelError, match="more than learn_after=9"):
         ReplayedError.from_journal(path, learn_after=9)
-    path.write_text('{"event": "campaign_started"}\nnot json\n')
-    with pytest.raises(ErrorModelError, match=r"journal.jsonl, line 2: not JSON"):
+    good = path.read_text().splitlines()[0]
+    path.write_text(f"{good}\nnot json\n{good}\n")
+    with pytest.raises(ErrorModelError, match=r"journal.jsonl: line 2 is not a complete JSON event \(not JSON"):
         ReplayedError.from_journal(path)
 
 
