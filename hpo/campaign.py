@@ -55,6 +55,7 @@ RESUMABLE_KEYS: frozenset[str] = frozenset({
     "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
     "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
     "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb", "stop_grace_s",
+    "drain_after_node_failures",
 })
 BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraGNN configs
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -164,6 +165,9 @@ class CampaignConfig(_Strict):
     # a trial asked to stop (early discarding) that has not ended after this long (or twice its
     # longest epoch, if longer) is terminated like one over its time limit
     stop_grace_s: float = Field(30.0, gt=0)
+    # a node whose trials failed this many times in a row for a node-level reason (device,
+    # interconnect, local disk: scheduler.resources.NODE_LEVEL_PATTERNS) gets no more trials; 0: never
+    drain_after_node_failures: int = Field(3, ge=0)
 
     @field_validator("search_space")
     @classmethod

@@ -19,6 +19,8 @@ trial_stop_requested     trial_id, attempt, reason
 trial_finished           trial_id, attempt, result, [started_at, ended_at, stop]
 trial_failed             trial_id, attempt, reason, log_tail, result, [will_retry, retry_size,
                          started_at, ended_at, stop]
+node_drained             node, hostname, failures, reason (no more trials go to that node; a
+                         resume in the same allocation keeps it out)
 campaign_finished        reason
 =======================  ========================================================================
 
@@ -36,7 +38,7 @@ from hpo.campaign import FrozenCampaign
 from hydragnn_ensemble.result import EpochReport, TrialResult
 
 __all__ = ["EVENT_TYPES", "JOURNAL_FORMAT", "CampaignFinished", "CampaignStarted", "JournalEvent",
-           "JournalEventError", "TrialEnded", "TrialFailed", "TrialFinished", "TrialProgress", "TrialStarted",
+           "JournalEventError", "NodeDrained", "TrialEnded", "TrialFailed", "TrialFinished", "TrialProgress", "TrialStarted",
            "TrialStopRequested", "TrialSuggested", "event_from_json"]
 
 #: the journal's format: 2 = typed events (``format`` in ``campaign_started``); 1 had no version field
@@ -262,6 +264,27 @@ class TrialFailed(TrialEnded):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NodeDrained(JournalEvent):
+    """A node taken out of service after ``failures`` node-level trial failures in a row."""
+
+    name: ClassVar[str] = "node_drained"
+    required: ClassVar[tuple[str, ...]] = ("node", "hostname", "failures", "reason")
+    node: int
+    hostname: str
+    failures: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.name, "time": self.time, "node": self.node, "hostname": self.hostname,
+                "failures": self.failures, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "NodeDrained":
+        return cls(time=d.get("time"), node=int(d["node"]), hostname=str(d["hostname"]),
+                   failures=int(d["failures"]), reason=str(d["reason"]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CampaignFinished(JournalEvent):
     """A run of the campaign ended (budget, max_trials, failures, an infrastructure fault)."""
 
@@ -278,11 +301,11 @@ class CampaignFinished(JournalEvent):
 
 
 Event = Union[CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished,
-              TrialFailed, CampaignFinished]
+              TrialFailed, NodeDrained, CampaignFinished]
 #: event name -> its class: the journal's whole vocabulary
 EVENT_TYPES: dict[str, type[JournalEvent]] = {cls.name: cls for cls in (
     CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished, TrialFailed,
-    CampaignFinished)}
+    NodeDrained, CampaignFinished)}
 _REQUIRED: dict[str, frozenset[str]] = {name: frozenset(cls.required) for name, cls in EVENT_TYPES.items()}
 
 

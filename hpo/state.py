@@ -26,6 +26,7 @@ from hpo.events import (
     CampaignStarted,
     JournalEvent,
     JournalEventError,
+    NodeDrained,
     TrialEnded,
     TrialFailed,
     TrialFinished,
@@ -125,6 +126,7 @@ class CampaignState:
     last_time: float | None = None
     segments: list[list[float]] = field(default_factory=list)  # [start, end, slots] of each run
     finished_reason: str | None = None
+    drained: list[NodeDrained] = field(default_factory=list)  # nodes taken out of service, in order
     journal_format: int = JOURNAL_FORMAT  # of the last run (hpo.events.JOURNAL_FORMAT)
     num_events: int = 0
     num_duplicates: int = 0
@@ -262,6 +264,9 @@ class CampaignState:
     def _on_campaign_finished(self, event: CampaignFinished) -> None:
         self.finished_reason = event.reason
 
+    def _on_node_drained(self, event: NodeDrained) -> None:
+        self.drained.append(event)
+
     # -- views ------------------------------------------------------------------------------------
     @property
     def finished(self) -> list[TrialRecord]:
@@ -343,5 +348,6 @@ _HANDLERS: dict[type, Callable[[CampaignState, Any], None]] = {
     TrialFinished: CampaignState._on_ended,
     TrialFailed: CampaignState._on_ended,
     CampaignStarted: CampaignState._on_campaign_started,
+    NodeDrained: CampaignState._on_node_drained,
     CampaignFinished: CampaignState._on_campaign_finished,
 }

@@ -471,7 +471,7 @@ class NodeHealth:
         self._strikes: dict[int, int] = {}
         self.reports: list[DrainReport] = []
 
-    def record(self, slots: Sequence[int], ok: bool, reason: str | None = None) -> list[int]:
+    def record(self, slots: Sequence[int], ok: bool, reason: str | None = None) -> list[DrainReport]:
         """Record the outcome of a trial that ran on ``slots``; returns the nodes drained now.
 
         A success clears the nodes' strikes; a failure whose reason is node-level
@@ -490,10 +490,15 @@ class NodeHealth:
             strikes = self._strikes.get(node, 0) + 1
             self._strikes[node] = strikes
             if strikes >= self.threshold and node not in self.pool.drained_nodes:
-                self.pool.drain(node)
-                self.reports.append(DrainReport(node, self.pool.hostname(node), strikes, reason or ""))
-                drained.append(node)
+                drained.append(self.drain(node, strikes, reason or ""))
         return drained
+
+    def drain(self, node: int, failures: int, reason: str) -> DrainReport:
+        """Take ``node`` out of service now (also: a node an earlier run of the campaign drained)."""
+        self.pool.drain(node)
+        report = DrainReport(node, self.pool.hostname(node), failures, reason)
+        self.reports.append(report)
+        return report
 
     def strikes(self, node: int) -> int:
         return self._strikes.get(node, 0)

@@ -13,7 +13,8 @@ and between turns, as they happen: :meth:`CampaignLoop.trial_progress` (a trial 
 the stopper, if the campaign has one, may ask it to stop; placement re-estimates its end; the
 sizer learns from it and, after its 1st, 2nd, 4th, ... lesson, the waiting trials are sized again),
 :meth:`CampaignLoop.trial_ended` (retry on more slots after an out-of-memory kill, or on the same
-size up to ``retries``; outcome counts; the failure threshold), :meth:`CampaignLoop.trial_moved` (a
+size up to ``retries``; outcome counts; the failure threshold; a node with ``drain_after_node_failures``
+node-level failures in a row is drained, :class:`scheduler.resources.NodeHealth`), :meth:`CampaignLoop.trial_moved` (a
 trial placement grew checkpointed at an epoch boundary and continues on more slots),
 :meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and :meth:`CampaignLoop.stop`.
 
@@ -43,7 +44,7 @@ from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
-from scheduler.resources import ResourcePool
+from scheduler.resources import DrainReport, NodeHealth, ResourcePool
 from scheduler.sizing import SizedTrial, TrialSizer
 
 
@@ -70,6 +71,9 @@ class LoopRules:
     # MPI runtime does not checkpoint-and-move trials, so campaigns never set it)
     malleable: bool = False
     max_moves: int = 2  # a trial moves at most this many times (each pays its start-up again)
+    # a node whose trials failed this many times in a row for a node-level reason (device,
+    # interconnect, local disk) gets no more trials; 0: never drain
+    drain_after_node_failures: int = 3
 
     @classmethod
     def from_campaign(cls, cfg, slots_per_node: int) -> "LoopRules":
@@ -79,7 +83,8 @@ class LoopRules:
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
-                   objective=ObjectiveKey.parse(cfg.objective), trial_time_limit_s=cfg.trial_time_limit_s)
+                   objective=ObjectiveKey.parse(cfg.objective), trial_time_limit_s=cfg.trial_time_limit_s,
+                   drain_after_node_failures=cfg.drain_after_node_failures)
 
 
 class LoopActions(ABC):
@@ -135,6 +140,10 @@ class LoopActions(ABC):
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         """A trial's last attempt ended: tell the optimizer ``objective`` (None: it failed)."""
 
+    @abstractmethod
+    def drained(self, report: DrainReport) -> None:
+        """A node was taken out of service after node-level failures (no new trial goes there)."""
+
 
 class CampaignLoop:
     """Rank 0's rules over a :class:`TrialBook`: which candidates wait, what starts, what is sent
@@ -161,6 +170,7 @@ class CampaignLoop:
         self._epoch_per_train = 1.2  # an epoch's seconds over its training's (evaluation adds the rest)
         self.lessons = 0  # epochs the sizer learnt from
         self.repriced = 0  # waiting trials whose size or prediction changed when they were sized again
+        self.health = NodeHealth(pool, rules.drain_after_node_failures) if rules.drain_after_node_failures else None
         if stopper is not None:
             stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                            for t, epoch, value, elapsed in progress_history)
@@ -204,6 +214,11 @@ class CampaignLoop:
         if not self.book.running and self.book.waiting:
             book = self.book
             sizes = sorted({spec.size for spec in book.waiting.values()})
+            if book.pool.drained_nodes:  # the machine's fault, not placement's: stop, --resume re-runs them
+                self.stop(f"{len(book.waiting)} waiting trials (sizes {sizes}) do not fit the "
+                          f"{book.pool.num_nodes - len(book.pool.drained_nodes)} of {book.pool.num_nodes} nodes "
+                          f"left in service ({len(book.pool.drained_nodes)} drained after node-level failures)")
+                return busy
             raise PlacementStuckError(
                 f"placement {book.policy.name!r} starts none of {len(book.waiting)} waiting trials "
                 f"(sizes {sizes}) on an idle cluster of {book.pool.num_nodes} nodes x "
@@ -343,6 +358,10 @@ class CampaignLoop:
         self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None)
         retry_size = self._retry_size(spec, result)
         self.actions.ended(rt, result, retry_size)
+        if self.health is not None:  # a stopped trial did what was asked of it
+            for report in self.health.record(rt.slots, result.status != TrialStatus.FAILED,
+                                             result.failure_reason):
+                self.actions.drained(report)
         queued = self.book.promote(rt, now, min(now if ended_at is None else ended_at, now))
         if queued is not None:
             self.actions.promoted(queued, self.book.running[queued.spec.trial_id], rt)

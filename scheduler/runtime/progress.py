@@ -60,6 +60,14 @@ class ProgressLine:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """One line that must be seen (printed even when the progress line is off)."""
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self._width = 0
+        self.stream.write(f"hpo: {text}\n")
+        self.stream.flush()
+
     def close(self) -> None:
         if self.enabled and self.tty and self._width:
             self.stream.write("\n")

@@ -119,6 +119,9 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
             rerun = sum(u.attempt > 0 for u in session.to_restart)
             notices.append(f"resuming: {session.state.num_finished} trials finished before, {rerun} cut short by "
                            f"the stop are re-run, {len(again) - rerun} suggested ones start")
+        if sched.drained_again:
+            notices.append(f"nodes drained by an earlier run stay out of service: {', '.join(sched.drained_again)} "
+                           f"(drain_after_node_failures: 0 in the campaign file keeps every node in service)")
         sched.requeue(again)
         return _Setup(sched, session, notices)
     except BaseException:

@@ -47,6 +47,7 @@ from hpo.failures import failure_counts
 from hpo.events import (
     CampaignFinished,
     JournalEvent,
+    NodeDrained,
     TrialFailed,
     TrialFinished,
     TrialStarted,
@@ -61,6 +62,7 @@ from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import write_atomic
 from scheduler.loop import CampaignLoop, LoopActions, LoopRules, Outcomes, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
+from scheduler.resources import DrainReport
 from scheduler.runtime.layout import ClusterLayout
 from scheduler.runtime.messages import (
     TAG_KILL,
@@ -158,6 +160,7 @@ class SchedulerRank(LoopActions):
         # trial ids from here on have no directory yet: their agents create it and write the config
         # (a crashed run may have left directories of trials it suggested but never journaled)
         self._new_dirs_from = max([state.next_trial_id, *(i + 1 for i in cdir.trial_ids_on_disk())])
+        self.drained_again = self._drain_known_bad(state.drained)
         self.time_used_before_s = sum(end - start for start, end, _ in state.segments)
         self.t_start = clock()  # the budget (max_time_s) counts from here, like the journal
         self.t_go = self.t_start
@@ -239,6 +242,25 @@ class SchedulerRank(LoopActions):
                                   will_retry=retry_size is not None, retry_size=retry_size))
         else:
             self._log(TrialFinished(**common))
+
+    def drained(self, report: DrainReport) -> None:
+        self._log(NodeDrained(time=self.clock(), node=report.node, hostname=report.hostname,
+                              failures=report.failures, reason=report.last_reason))
+        self.progress.note(f"node {report.hostname} (node {report.node}) drained after {report.failures} "
+                           f"node-level failures in a row, the last: {report.last_reason[:200]}; no more trials go there")
+
+    def _drain_known_bad(self, drained: list[NodeDrained]) -> list[str]:
+        """Nodes an earlier run drained stay out if this allocation has them (the same node number
+        on the same host: the layout numbers nodes in rank order); returns their hostnames."""
+        health = self.loop.health
+        pool = self.loop.book.pool
+        again = []
+        for event in drained if health is not None else ():
+            node = event.node
+            if 0 <= node < pool.num_nodes and pool.hostname(node) == event.hostname and node not in pool.drained_nodes:
+                health.drain(node, event.failures, event.reason)
+                again.append(f"{event.hostname} (node {node})")
+        return again
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None

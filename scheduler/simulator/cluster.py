@@ -18,7 +18,7 @@ from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.cost_model import CostModel, EpochTimes
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
-from scheduler.resources import NodeHealth, ResourcePool
+from scheduler.resources import DrainReport, ResourcePool
 from scheduler.simulator.results import SimAttempt
 from scheduler.simulator.workload import SimTrial
 from scheduler.sizing import SizedTrial, wider_epochs
@@ -181,12 +181,10 @@ class SimulatedCluster(LoopActions):
     injected failure) after its true duration; a trial sent ahead starts when the one before it
     ends; a trial asked back is always dropped (it had not started)."""
 
-    def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, health: NodeHealth,
-                 slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
+    def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
                  rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = True) -> None:
         self.by_id = by_id
         self.events = events
-        self.health = health
         self.slots_per_node = slots_per_node
         self.fixed_block = fixed_block
         self.bad_nodes = bad_nodes
@@ -280,7 +278,6 @@ class SimulatedCluster(LoopActions):
         tid = rt.spec.trial_id
         ok = result.status != TrialStatus.FAILED  # a stopped trial did what was asked of it
         curve = self.by_id[tid].curve
-        self.health.record(rt.slots, ok, result.failure_reason)
         self.records.append(SimAttempt(
             tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid], rt.start_time, self.now, ok,
             objective=result.objective if curve is not None else None, stopped=result.status == TrialStatus.STOPPED,
@@ -288,6 +285,9 @@ class SimulatedCluster(LoopActions):
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
         self.on_finished()
+
+    def drained(self, report: DrainReport) -> None:
+        pass  # the loop's NodeHealth keeps the reports (sim.json ``drained_nodes``)
 
     def result_of(self, trial_id: int, reason: str | None, start_time: float, stopped_after: int | None = None
                   ) -> TrialResult:

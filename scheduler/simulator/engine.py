@@ -1,7 +1,7 @@
 """The discrete-event simulator: a virtual clock drives the campaign runtime's own decision logic
 (:class:`scheduler.loop.CampaignLoop`: top-up, placement through the real :class:`ResourcePool`
-and policy, prefetch, retries, failure threshold) with trial ends as events; :class:`NodeHealth`
-drains nodes that keep failing and the :class:`CostModel` learns from finished trials."""
+and policy, prefetch, retries, failure threshold, the :class:`NodeHealth` that drains nodes that keep
+failing) with trial ends as events; the :class:`CostModel` learns from the trials' epochs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
-from scheduler.resources import NodeHealth, ResourcePool
+from scheduler.resources import ResourcePool
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
 from scheduler.simulator.results import SimResult, summarise
@@ -86,7 +86,6 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
     _check_workload(trials, config)
     rng = np.random.default_rng(config.seed + 7919)
     pool = ResourcePool(config.nodes, config.gpus_per_node, node_group_size=min(config.node_group_size, config.nodes))
-    health = NodeHealth(pool, threshold=3)
     timed = TimedPolicy(policy if policy is not None else make_policy(config.policy, block_nodes=config.block_nodes))
     model = make_cost_model(config.gpus_per_node)
     bad = set(rng.choice(config.nodes, size=min(config.bad_nodes, config.nodes), replace=False).tolist()) \
@@ -96,7 +95,7 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
     stopper = None if config.early_stopping == "none" else make_stopper(config.early_stopping,
                                                                          dict(config.early_stopping_options))
     bar = tqdm(total=len(trials), desc=f"simulate {timed.name}", unit="trial", disable=not progress)
-    cluster = SimulatedCluster(by_id, events, health, config.gpus_per_node, timed.name == "fixed-block", bad,
+    cluster = SimulatedCluster(by_id, events, config.gpus_per_node, timed.name == "fixed-block", bad,
                                config.failure_rate, rng, on_finished=lambda: bar.update(1),
                                report_epochs=config.reveal_epochs)
     source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
@@ -125,7 +124,7 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
         while events and events.next_time() == now:
             _dispatch(events.pop(), loop, cluster, source, now)
     bar.close()
-    return summarise(trials, cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, health,
+    return summarise(trials, cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, loop.health,
                      model, max_pending, time.perf_counter() - t_wall, loop.repriced)
 
 

@@ -157,7 +157,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         "wait_s": {"mean": float(np.mean(waits)) if waits else None, "max": max(waits, default=None)},
         "failed_slot_s": float(sum(len(r.held) * (r.end - r.start) for r in failed)),
         "failed_attempts": len(failed),
-        "drained_nodes": [asdict(d) for d in health.reports],
+        "drained_nodes": [asdict(d) for d in health.reports] if health is not None else [],
         "cost_model_error": {"count": err.count, "median_abs_log": err.median, "p90_abs_log": err.p90},
         "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
         "max_pending": max_pending, "repriced_trials": repriced, "sim_wall_s": wall_s,

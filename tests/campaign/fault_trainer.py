@@ -32,7 +32,10 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
   ``progress_fifo`` (progress.jsonl is a named pipe, and the trial hangs);
 - the machine's faults: ``infra_once`` (exit code 75 on the first attempt, succeed on the next; a
   marker file remembers), ``fill_disk_once`` (on the first attempt, fill the run directory's file
-  system with RUN_DIR/junk and fail writing the result; succeed on the next).
+  system with RUN_DIR/junk and fail writing the result; succeed on the next);
+  ``bad_node``: on the MPI rank ``Fault.bad_rank`` (``PMI_RANK``, inherited from the agent) raise
+  ``RuntimeError: CUDA error: an illegal memory access was encountered`` (a node-level failure),
+  elsewhere succeed.
 
 With world size > 1 the processes rendezvous through torch.distributed (gloo, the given init method)
 and all-reduce their rank numbers; rank 0 writes the result.
@@ -105,6 +108,8 @@ def train(args: argparse.Namespace) -> int:
     print(f"fault_trainer: trial {run_dir.name} rank {args.rank}/{args.world_size} mode {mode}", flush=True)
     if mode == "raise":
         raise RuntimeError("injected failure")
+    if mode == "bad_node" and os.environ.get("PMI_RANK") == str(config["Fault"]["bad_rank"]):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
     if mode == "hang":
         while True:
             time.sleep(1.0)

@@ -129,3 +129,41 @@ def test_failure_threshold_stops_the_campaign(tmp_path: Path) -> None:
     assert 8 <= len(finished) <= 8 + 2 * 3
     assert len(of(evs, "trial_started")) == len(finished)
     assert "campaign finished: failure threshold exceeded" in proc.stdout
+
+
+def test_a_node_that_keeps_failing_is_drained_and_stays_out_on_resume(tmp_path: Path) -> None:
+    # 3 agents, one node each; the trials on rank 2's node die of a device error
+    campaign = write_campaign(tmp_path, mode="bad_node", max_trials=12, sleep_s=0.3, retries=2,
+                              drain_after_node_failures=2)
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["Fault"]["bad_rank"] = 2
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    evs = events(out)
+    drained = of(evs, "node_drained")
+    assert len(drained) == 1, drained
+    bad = drained[0]["node"]
+    assert drained[0]["failures"] == 2 and "CUDA error: an illegal memory access" in drained[0]["reason"]
+    assert f"node {drained[0]['hostname']} (node {bad}) drained after 2 node-level failures" in proc.stderr
+    at = evs.index(drained[0])
+    starts = of(evs, "trial_started")
+    on_bad = [e for e in starts if bad in e["slots"]]  # slots_per_node 1: slot id == node id
+    assert len(on_bad) >= 2 and all(evs.index(e) < at for e in on_bad)
+    failed = of(evs, "trial_failed")
+    assert len(failed) == 2 and all("CUDA error" in e["reason"] for e in failed)
+    assert all(e["will_retry"] for e in failed)  # both retried elsewhere: the campaign lost nothing
+    rows = results_rows(out)
+    assert len(rows) == 12 and all(r["m:status"] == "completed" for r in rows)
+    assert [d.node for d in CampaignState.replay(evs).drained] == [bad]
+
+    # a resume in the same allocation (more trials) keeps the node out
+    campaign.write_text(campaign.read_text().replace("max_trials: 12", "max_trials: 16"))
+    proc = run_hpo(campaign, out, 4, "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"nodes drained by an earlier run stay out of service: {drained[0]['hostname']} (node {bad})" in proc.stderr
+    evs2 = events(out)
+    later = evs2[len(evs):]
+    assert not [e for e in of(later, "trial_started") if bad in e["slots"]]
+    assert len(of(later, "trial_finished")) == 4

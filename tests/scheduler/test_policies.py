@@ -203,3 +203,15 @@ def test_load_aware_tracks_a_queued_trial_once_it_holds_its_slot():
     assert policy.schedule(pool, 5.0) == []
     assert policy.reservation is not None and policy.reservation.start == pytest.approx(14.0)
     assert policy.next_to_queue(5.0) is None  # a reserved head is never jumped by a trial sent ahead
+
+
+def test_a_cluster_of_bad_nodes_stops_the_campaign_with_the_reason():
+    # every node fails its trials for a node-level reason: each is drained after 3 strikes, and the
+    # loop stops (the machine's fault) instead of waiting for ever or blaming placement
+    trials = random_trials(60, 2, 4, seed=4)
+    result = simulate(trials, SimConfig(nodes=3, gpus_per_node=4, node_group_size=3, bad_nodes=3, retries=5,
+                                        failure_threshold=1.0))
+    assert sorted(d["node"] for d in result.summary["drained_nodes"]) == [0, 1, 2]
+    assert all(d["failures"] == 3 for d in result.summary["drained_nodes"])
+    assert not any(r.ok for r in result.records)
+    assert len(result.records) < 60  # stopped, not every trial tried

@@ -69,7 +69,7 @@ def test_node_health_drains_after_repeated_node_failures():
     health = NodeHealth(pool, threshold=2)
     assert health.record([2, 3], ok=False, reason="ValueError: bad lr") == []  # trial's own fault
     assert health.record([2], ok=False, reason="HIP error: device lost") == []
-    assert health.record([3], ok=False, reason="hipErrorNoDevice") == [1]
+    assert [r.node for r in health.record([3], ok=False, reason="hipErrorNoDevice")] == [1]
     assert [(r.node, r.hostname, r.failures) for r in health.reports] == [(1, "b", 2)]
     assert pool.drained_nodes == {1}
     assert health.record([4], ok=False, reason="RCCL timeout") == []
