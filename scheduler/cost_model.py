@@ -6,10 +6,11 @@ Analytic part: a FLOPs-like count per graph and conv layer for each ``mpnn_type`
     flops = layers x (nodes x hidden^2 x dense + edges x hidden x message + edges x hidden^2 x edge_dense)
 
 (``dense``: node MLPs, ``message``: per-edge messages, ``edge_dense``: per-edge MLPs/filters, see
-:data:`MPNN_COSTS`), scaled per type so that at the ANCHORS configuration (64 atoms, 2,590 edges,
-hidden 64, 3 layers, one CPU thread) the predicted training throughput is the measured one (GIN 1,208,
-SchNet 121, EGNN 86, PNA 64, PaiNN 27 graphs/s). ``device_speedup`` converts to the target slot
-(e.g. one GCD).
+:data:`MPNN_COSTS`), plus the per-graph heads; one graph's training time on one CPU thread is
+:class:`TypeRates`: seconds per FLOP x FLOPs + fixed seconds per batch (and per batch and layer) /
+batch size, per type as the current trainer measured them (``scheduler/cost_anchors.json``,
+written by ``bench/cost_anchors.py --write``: re-run it when the trainer or a layer changes).
+``device_speedup`` converts to the target slot (e.g. one GCD).
 
 A trial's wall time on ``n`` slots is three terms::
 
@@ -18,7 +19,7 @@ A trial's wall time on ``n`` slots is three terms::
 ``start-up`` (process, imports, data preparation; the median of what attempts showed, a prior before
 any did), ``train_epoch(n)`` the training pass of one epoch on ``n`` slots (analytic x the learnt
 correction / (n e(n))), ``eval_factor`` the whole epoch over its training pass (validation and test
-passes; the median of what epochs showed, :data:`EVAL_OVERHEAD` before).
+passes; the median of what epochs showed, the measured anchors' figure before).
 
 Online part, from every epoch of every attempt (:meth:`CostModel.learn_epoch`; running, stopped,
 timed out or completed alike, each attempt one row that its latest epoch replaces): ridge
@@ -36,14 +37,16 @@ attempts that ran on more than one slot have measured it.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Hashable, Mapping, Protocol
 
 import numpy as np
 from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
 
-# (dense, message, edge_dense) per conv layer; measured graphs/s at the ANCHORS configuration
+# (dense, message, edge_dense): relative cost per conv layer of node MLPs, messages, per-edge MLPs
 MPNN_COSTS: dict[str, tuple[float, float, float]] = {
     "GIN": (2.0, 1.0, 0.0),
     "SchNet": (2.0, 1.0, 1.0),
@@ -53,10 +56,52 @@ MPNN_COSTS: dict[str, tuple[float, float, float]] = {
     "GAT": (2.0, 2.0, 0.0),
     "CGCNN": (2.0, 2.0, 1.0),
 }
-ANCHOR_GRAPHS_PER_S: dict[str, float] = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0,
-                                         "PaiNN": 27.0, "GAT": 300.0, "CGCNN": 150.0}
-ANCHOR_SHAPE = {"nodes": 64.0, "edges": 2590.0, "hidden": 64, "layers": 3}
-EVAL_OVERHEAD = 1.25  # an epoch over its training pass (validation/test passes), before epochs show it
+ANCHORS_FILE = Path(__file__).with_name("cost_anchors.json")
+
+
+@dataclass(frozen=True)
+class TypeRates:
+    """One mpnn_type's training time per graph on one CPU thread::
+
+        seconds_per_flop x graph FLOPs + (batch_s + layer_s x conv layers) / batch size
+
+    (the fixed per-batch costs: loader, optimizer step, kernel launches per layer)."""
+
+    seconds_per_flop: float
+    batch_s: float = 0.0
+    layer_s: float = 0.0
+
+    def seconds_per_graph(self, mpnn_type: str, hidden: int, layers: int, batch_size: int, heads: int,
+                          stats: "DatasetStats") -> float:
+        flops = CostModel.graph_flops(mpnn_type, hidden, layers, heads, stats.mean_nodes, stats.mean_edges)
+        return self.seconds_per_flop * flops + (self.batch_s + self.layer_s * layers) / batch_size
+
+
+@dataclass(frozen=True)
+class CostAnchors:
+    """What the trainer measured (``bench/cost_anchors.py``): :class:`TypeRates` per mpnn_type and
+    a whole epoch over its training pass."""
+
+    rates: dict[str, TypeRates]
+    epoch_over_train: float
+    source: str
+
+
+def load_anchors(path: Path = ANCHORS_FILE) -> CostAnchors:
+    """The measured anchors; :class:`ValueError` naming the file when it lacks a type or a figure."""
+    record = json.loads(path.read_text())
+    rates = {str(t): TypeRates(float(r["seconds_per_gflop"]) * 1e-9, float(r["batch_s"]), float(r["layer_s"]))
+             for t, r in record["rates"].items()}
+    missing = sorted(set(MPNN_COSTS) - set(rates))
+    if missing or not all(r.seconds_per_flop > 0 and r.batch_s >= 0 and r.layer_s >= 0 for r in rates.values()) \
+            or not float(record["epoch_over_train"]) >= 1:
+        raise ValueError(f"{path}: needs rates (seconds_per_gflop > 0, batch_s and layer_s >= 0) for "
+                         f"{sorted(MPNN_COSTS)} (missing {missing}) and epoch_over_train >= 1; "
+                         f"re-run bench/cost_anchors.py --write")
+    return CostAnchors(rates, float(record["epoch_over_train"]),
+                       f"{record.get('measured_by', '?')} on {record.get('date', '?')}")
+
+
 STARTUP_PRIOR_S = 5.0  # a trial's start-up before any attempt showed it (the runtime's prior)
 BASE_MEMORY_GB = 0.5  # runtime, framework and CUDA/HIP context per process
 
@@ -239,6 +284,7 @@ class CostModel:
     stats: DatasetStats
     device_speedup: float = 1.0
     efficiency: Efficiency = field(default_factory=ParallelEfficiency)
+    anchors: CostAnchors = field(default_factory=load_anchors)  # the trainer's measured rates
     ridge: float = 1.0
     startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
     _all: "_Ridge" = field(init=False, repr=False)  # every attempt's row
@@ -263,23 +309,22 @@ class CostModel:
         return nodes * h * h * dense + edges * h * message + edges * h * h * edge_dense
 
     @classmethod
-    def seconds_per_graph_cpu(cls, f: TrialFeatures, nodes: float, edges: float) -> float:
-        """Training time per graph on one CPU thread, calibrated to the ANCHORS throughputs."""
-        a = ANCHOR_SHAPE
-        anchor = a["layers"] * cls.layer_flops(f.mpnn_type, a["hidden"], a["nodes"], a["edges"])
-        scale = (1.0 / ANCHOR_GRAPHS_PER_S[f.mpnn_type]) / anchor
-        flops = f.num_conv_layers * cls.layer_flops(f.mpnn_type, f.hidden_dim, nodes, edges)
-        head = f.heads * 2.0 * f.hidden_dim * f.hidden_dim  # per-graph MLP heads
-        return scale * (flops + head)
+    def graph_flops(cls, mpnn_type: str, hidden: int, layers: int, heads: int, nodes: float, edges: float) -> float:
+        """FLOPs-like cost of one graph: its conv layers and per-graph MLP heads."""
+        return layers * cls.layer_flops(mpnn_type, hidden, nodes, edges) + heads * 2.0 * hidden * hidden
+
+    def seconds_per_graph_cpu(self, f: TrialFeatures) -> float:
+        """Training time per graph on one CPU thread, at the rates the trainer measured."""
+        return self.anchors.rates[f.mpnn_type].seconds_per_graph(f.mpnn_type, f.hidden_dim, f.num_conv_layers,
+                                                                 f.batch_size, f.heads, self.stats)
 
     def analytic_epoch(self, f: TrialFeatures) -> float:
         """Seconds of one epoch's training pass on one slot, before the learnt correction."""
-        per_graph = self.seconds_per_graph_cpu(f, self.stats.mean_nodes, self.stats.mean_edges)
-        return self.stats.num_graphs * per_graph / self.device_speedup
+        return self.stats.num_graphs * self.seconds_per_graph_cpu(f) / self.device_speedup
 
     def analytic_work(self, f: TrialFeatures) -> float:
         """Slot-seconds of the whole trial's epochs on one slot, before the learnt correction."""
-        return f.num_epoch * self.analytic_epoch(f) * EVAL_OVERHEAD
+        return f.num_epoch * self.analytic_epoch(f) * self.anchors.epoch_over_train
 
     def num_parameters(self, f: TrialFeatures) -> float:
         dense, message, edge_dense = MPNN_COSTS[f.mpnn_type]
@@ -305,7 +350,7 @@ class CostModel:
     @property
     def eval_factor(self) -> float:
         """An epoch's wall time over its training pass: the median of those seen, else the prior."""
-        return self._eval_factors.median(EVAL_OVERHEAD)
+        return self._eval_factors.median(self.anchors.epoch_over_train)
 
     def _features(self, f: TrialFeatures, analytic: float) -> np.ndarray:
         x = np.zeros(2 + len(self._TYPES))

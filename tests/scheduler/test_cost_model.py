@@ -1,25 +1,46 @@
 """Cost model ordering, memory, online regression; sizing."""
 
+import json
 import math
 
 import numpy as np
 import pytest
 
-from scheduler.cost_model import CostModel, CostModelError, DatasetStats, TrialFeatures
+from scheduler.cost_model import (MPNN_COSTS, CostAnchors, CostModel, CostModelError, DatasetStats, TrialFeatures,
+                                  TypeRates, load_anchors)
 from scheduler.sizing import Sizer, default_sizes
 
 STATS = DatasetStats(10_000, 30.0, 600.0)
 
 
-def test_anchor_throughput_and_ordering():
+def test_analytic_time_is_flops_plus_fixed_batch_costs_at_the_measured_rates():
+    rates = {t: TypeRates(1e-9, 0.0, 0.0) for t in MPNN_COSTS}
+    rates["GIN"] = TypeRates(2e-9, batch_s=0.004, layer_s=0.001)
+    m = CostModel(STATS, anchors=CostAnchors(rates, epoch_over_train=1.1, source="test"))
+    f = TrialFeatures("GIN", hidden_dim=64, num_conv_layers=3, batch_size=32, num_epoch=10)
+    flops = 3 * (30 * 64 * 64 * 2 + 600 * 64 * 1) + 2 * 64 * 64  # GIN: dense 2, message 1; one head
+    per_graph = 2e-9 * flops + (0.004 + 3 * 0.001) / 32
+    assert m.seconds_per_graph_cpu(f) == pytest.approx(per_graph)
+    assert m.analytic_work(f) == pytest.approx(10 * 10_000 * per_graph * 1.1)
+
+
+def test_shipped_anchors_cover_every_type_and_small_models_cost_more_than_their_flops():
+    anchors = load_anchors()
+    assert set(anchors.rates) == set(MPNN_COSTS) and anchors.epoch_over_train >= 1
     m = CostModel(STATS)
-    f = {t: TrialFeatures(mpnn_type=t, hidden_dim=64, num_conv_layers=3, batch_size=32, num_epoch=10) for t in ("GIN", "SchNet", "EGNN", "PNA", "PaiNN")}
-    per_graph = {t: m.seconds_per_graph_cpu(x, 64.0, 2590.0) for t, x in f.items()}
-    anchors = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0, "PaiNN": 27.0}
-    for t, rate in anchors.items():  # calibrated to ANCHORS (the head MLPs add under 1 %)
-        assert 0.99 * rate < 1 / per_graph[t] <= rate
-    assert sorted(per_graph, key=per_graph.get) == ["GIN", "SchNet", "EGNN", "PNA", "PaiNN"]
+    for t in MPNN_COSTS:  # fixed per-batch costs: a tiny model is far from free
+        tiny, big = TrialFeatures(t, 16, 1, 16, 10), TrialFeatures(t, 64, 3, 32, 10)
+        flops = lambda f: CostModel.graph_flops(t, f.hidden_dim, f.num_conv_layers, 1, 30.0, 600.0)  # noqa: E731
+        assert m.seconds_per_graph_cpu(tiny) / flops(tiny) > 2 * m.seconds_per_graph_cpu(big) / flops(big)
     assert m.predict_work(TrialFeatures("PaiNN", 512, 3, 32, 10)) > 100 * m.predict_work(TrialFeatures("GIN", 64, 3, 32, 10))
+
+
+def test_anchors_file_without_a_type_is_refused_naming_it(tmp_path):
+    bad = tmp_path / "anchors.json"
+    bad.write_text(json.dumps({"rates": {"GIN": {"seconds_per_gflop": 0.1, "batch_s": 0.0, "layer_s": 0.0}},
+                               "epoch_over_train": 1.1}))
+    with pytest.raises(ValueError, match=r"anchors.json: .*missing \['CGCNN'"):
+        load_anchors(bad)
 
 
 def test_memory_per_slot_shrinks_with_slots():
