@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.cost_model import CostModel, DatasetStats, ParallelEfficiency, TrialFeatures
+from scheduler.cost_model import MPNN_COSTS, CostAnchors, CostModel, DatasetStats, ParallelEfficiency, TrialFeatures, TypeRates
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.simulator.error_model import ErrorModel, LognormalError
 from scheduler.sizing import Sizer, default_sizes
@@ -119,10 +119,27 @@ def learning_curve(epochs: int, rng: np.random.Generator) -> tuple[float, ...]:
                  for e in range(1, epochs + 1))
 
 
+def _hydragnn_anchors() -> CostAnchors:
+    """The simulated workload's fixed costs: HydraGNN's CPU throughputs of ANCHORS.md at 64 atoms,
+    2,590 edges, hidden 64, 3 layers (FLOPs only, an epoch 1.25 x its training pass). Fixed, so
+    that simulator figures stay comparable as the trainer changes; what is measured from the
+    trainer (``scheduler/cost_anchors.json``) sets the runtime's priors, and the error model the
+    scatter around this workload."""
+    graphs_per_s = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0, "PaiNN": 27.0, "GAT": 300.0,
+                    "CGCNN": 150.0}
+    rates = {t: TypeRates(1.0 / (g * CostModel.graph_flops(t, 64, 3, 0, 64.0, 2590.0))) for t, g in graphs_per_s.items()}
+    assert set(rates) == set(MPNN_COSTS)
+    return CostAnchors(rates, epoch_over_train=1.25, source="HydraGNN, ANCHORS.md")
+
+
+SIM_ANCHORS = _hydragnn_anchors()
+
+
 def make_cost_model(slots_per_node: int) -> CostModel:
-    """The cost model the simulator sizes trials with (GCD speed, multidataset statistics)."""
+    """The cost model the simulator sizes trials with (GCD speed, multidataset statistics, the
+    fixed workload costs :data:`SIM_ANCHORS`)."""
     return CostModel(MULTIDATASET_STATS, device_speedup=GCD_SPEEDUP,
-                     efficiency=ParallelEfficiency(slots_per_node=slots_per_node))
+                     efficiency=ParallelEfficiency(slots_per_node=slots_per_node), anchors=SIM_ANCHORS)
 
 
 def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate_error: float,

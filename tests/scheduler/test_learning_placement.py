@@ -13,6 +13,7 @@ from scheduler.placement.load_aware import LoadAwarePolicy
 from scheduler.resources import ResourcePool
 from scheduler.simulator import SimConfig, generate_workload, simulate
 from scheduler.simulator.error_model import ErrorModelError, LognormalError, ReplayedError
+from scheduler.simulator.workload import SIM_ANCHORS
 
 
 def test_update_keeps_fifo_order_and_load_aware_work():
@@ -46,7 +47,7 @@ def test_longest_duration_starts_first_and_work_order_is_an_option():
 def _learning_run(error_model, learn_after=2):
     # a campaign sized for this 32-node cluster: trials of up to 4 nodes, about 20 waves of them
     model = CostModel(DatasetStats(num_graphs=20_000, mean_nodes=30.0, mean_edges=600.0), device_speedup=30.0,
-                      efficiency=ParallelEfficiency(slots_per_node=8))
+                      efficiency=ParallelEfficiency(slots_per_node=8), anchors=SIM_ANCHORS)
     work = generate_workload(300, 32, 8, 1.2, seed=3, error_model=error_model, max_trial_nodes=4, cost_model=model)
     seen = {"learnt": 0, "first": 0}
     by_id = {t.trial_id: t for t in work}
