@@ -253,9 +253,11 @@ class SchedulerRank(LoopActions):
         """Nodes an earlier run drained stay out if this allocation has them (the same node number
         on the same host: the layout numbers nodes in rank order); returns their hostnames."""
         health = self.loop.health
+        if health is None:
+            return []
         pool = self.loop.book.pool
         again = []
-        for event in drained if health is not None else ():
+        for event in drained:
             node = event.node
             if 0 <= node < pool.num_nodes and pool.hostname(node) == event.hostname and node not in pool.drained_nodes:
                 health.drain(node, event.failures, event.reason)
