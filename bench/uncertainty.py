@@ -43,8 +43,16 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_ELEMENTS = ("Cu", "Ni", "Pd", "Ag", "Au")
 UNSEEN_ELEMENTS = ("Pt", "Al")
-SHIFT_SETS = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "sheared", "more_components",
-              "unseen_elements")
+SHIFT_SETS = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "tension", "compression", "sheared",
+              "more_components", "unseen_elements")
+#: in-distribution rows: fresh random alloys of the training generator (``in_distribution``), its
+#: other kinds on their own, and random alloys of 108-256 atoms (the training cells have 32-48)
+KIND_SETS = ("ideal", "relaxed", "ordered")
+LARGE_SIZES = (108, 256)
+#: the sets whose cells are in distribution (false out-of-domain flags are counted on them)
+IN_DISTRIBUTION_SETS = ("in_distribution", "large_cells")
+#: train, val, test, calibration: the uncertainty model is fitted on structures nothing else used
+FRACTIONS = (0.7, 0.1, 0.1, 0.1)
 HEAD = "formation_energy"
 
 MT, HD, NL = "NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim", \
@@ -83,25 +91,26 @@ def make_training_store(workdir: Path, n_train: int) -> Path:
     from graph_builders.datasets.alloy import make_alloy_dataset
     from graph_builders.store import write_dataset
 
-    store = workdir / "train.bp"
+    store = workdir / "train_cal.bp"
     if not store.exists():
         data = make_alloy_dataset(n_train, TRAIN_ELEMENTS, (2, 3), sizes=(32, 48), seed=21, progress=False)
-        write_dataset(store, data.graphs, data.heads, metadata=data.metadata, seed=21)
+        write_dataset(store, data.graphs, data.heads, metadata=data.metadata, seed=21, fractions=FRACTIONS)
     return store
 
 
 def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
     """The test sets for an ensemble trained on ``store`` (an alloy dataset: its metadata says the
-    elements and components): new structures of the same generator plus the store's own test split
-    (``in_distribution``), and every shift of :data:`SHIFT_SETS` that the training allows (no
-    ``unseen_elements`` when the training used every EMT metal). Built once into ``tests_path``."""
+    elements and components): fresh random alloys of the same generator (``in_distribution``), its
+    ideal, relaxed and ordered cells as rows of their own, larger random cells, and every shift of
+    :data:`SHIFT_SETS` that the training allows (no ``unseen_elements`` when the training used
+    every EMT metal). None of them is the store's own split. Built once into ``tests_path``."""
     from graph_builders.datasets.alloy import EMT_FCC_METALS, emt_reference, make_alloy_dataset
     from graph_builders.datasets.alloy_shifts import make_shift
+    from graph_builders.datasets.alloy_structures import RANDOM_ONLY, StructureMix
     from graph_builders.store import GraphStore, write_dataset
 
     with GraphStore(store) as s:
         meta = s.metadata
-        own_tests = [s.get("testset", i) for i in range(s.num_graphs("testset"))]
     elements = tuple(str(meta["elements"]).split(","))
     components = (int(meta["components_min"]), int(meta["components_max"]))
     sizes = tuple(int(x) for x in str(meta["sizes"]).split(","))
@@ -110,9 +119,19 @@ def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
               and (sh != "more_components" or components[1] < len(elements))]
     if not tests_path.exists():
         refs = {e: emt_reference(e) for e in (*elements, *unseen)}
-        ind = make_alloy_dataset(n_test, elements, components, sizes=sizes, strain=float(meta["strain"]),
-                                 rattle=float(meta["rattle"]), seed=22, progress=False)
-        graphs, names = list(ind.graphs), ["in_distribution"] * len(ind.graphs)
+        common = {"strain": float(meta["strain"]), "rattle": float(meta["rattle"]), "progress": False}
+        generated = {"in_distribution": make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=22,
+                                                           mix=RANDOM_ONLY, **common),
+                     "large_cells": make_alloy_dataset(n_test, elements, components, sizes=LARGE_SIZES, seed=23,
+                                                       mix=RANDOM_ONLY, **common)}
+        for k, kind in enumerate(KIND_SETS):
+            mix = StructureMix(**{name: float(name == kind) for name in ("random", *KIND_SETS)})
+            generated[kind] = make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=24 + k, mix=mix,
+                                                 **common)
+        graphs, names = [], []
+        for name, data in generated.items():
+            graphs += list(data.graphs)
+            names += [name] * len(data.graphs)
         for k, shift in enumerate(shifts):
             labelled = _label(make_shift(shift, n_test, elements, components, unseen, seed=100 + k), refs,
                               float(meta.get("cutoff", 5.0)))
@@ -123,9 +142,10 @@ def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
             names += [shift] * len(labelled)
         for g, name in zip(graphs, names):
             g.name = name  # the set each graph belongs to
-        write_dataset(tests_path, graphs, ind.heads, splits={"testset": list(range(len(graphs)))},
-                      metadata={"sets": ",".join(["in_distribution", *shifts])})
-    tests: dict[str, list] = {"in_distribution": own_tests}  # the store's test split: never fitted on
+        write_dataset(tests_path, graphs, generated["in_distribution"].heads,
+                      splits={"testset": list(range(len(graphs)))},
+                      metadata={"sets": ",".join([*generated, *shifts])})
+    tests: dict[str, list] = {}
     with GraphStore(tests_path) as s:
         for i in range(s.num_graphs("testset")):
             g = s.get("testset", i)
@@ -234,16 +254,17 @@ def _scale_models(predictor, store: Path) -> dict:
             for h in raw.heads if h in y}
 
 
-def _head_metrics(rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]]) -> dict:
-    """Per-set and pooled metrics of one head from {set: (targets, mean, std, in-domain fraction)}."""
+def _head_metrics(rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]) -> dict:
+    """Per-set and pooled metrics of one head from {set: (targets, mean, std, in-domain per row)}."""
     from ensemble.metrics import auroc, calibration_metrics, miscalibration_area, spearman
 
     per_set: dict[str, dict] = {}
-    for name, (y, mean, std, in_domain) in rows.items():
+    for name, (y, mean, std, inside) in rows.items():
         m = calibration_metrics(y, mean, std)
         per_set[name] = {"mae": m.mae, "rmse": m.rmse, "mean_std": m.mean_std, "coverage_68": m.coverage_68,
-                         "coverage_95": m.coverage_95, "zms": m.zms, "nll": m.nll, "in_domain": in_domain,
-                         "n": m.n}
+                         "coverage_95": m.coverage_95, "zms": m.zms, "nll": m.nll,
+                         "in_domain": None if inside is None else float(np.mean(inside)), "n": m.n,
+                         "rmse_over_std": m.rmse / m.mean_std}
     ref = per_set["in_distribution"]
     for row in per_set.values():
         row["rmse_ratio"] = row["rmse"] / ref["rmse"]
@@ -252,8 +273,15 @@ def _head_metrics(rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, floa
     mean = np.concatenate([r[1].ravel() for r in rows.values()])
     std = np.concatenate([r[2].ravel() for r in rows.values()])
     err = np.abs(mean - y)
-    return {"sets": per_set, "auroc": auroc(std, err > 3 * ref["mae"]), "spearman": spearman(err, std),
-            "miscalibration_area": miscalibration_area(y, mean, std)}
+    large = err > 3 * ref["mae"]
+    out = {"sets": per_set, "auroc": auroc(std, large), "spearman": spearman(err, std),
+           "miscalibration_area": miscalibration_area(y, mean, std), "auroc_flagged": None}
+    if all(r[3] is not None for r in rows.values()):
+        dim = rows["in_distribution"][0].shape[1] if rows["in_distribution"][0].ndim == 2 else 1
+        flagged = ~np.concatenate([np.repeat(np.asarray(r[3], dtype=bool), dim) for r in rows.values()])
+        if flagged.any() and 0 < large[flagged].sum() < flagged.sum():
+            out["auroc_flagged"] = auroc(std[flagged], large[flagged])
+    return out
 
 
 def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
@@ -278,8 +306,9 @@ def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
         targets = split_targets(graphs, predictor.heads)
         for head in rows:
             hp = pred.heads[head]
-            inside = hp.in_domain if variant.full_model else None
-            rows[head][name] = (targets[head], hp.mean, hp.std, None if inside is None else float(np.mean(inside)))
+            inside = pred.in_domain if variant.full_model and hp.head.level == "graph" else (
+                hp.in_domain if variant.full_model else None)
+            rows[head][name] = (targets[head], hp.mean, hp.std, inside)
     heads = {h: _head_metrics(r) for h, r in rows.items()}
     graphs = sets.tests["in_distribution"]
     targets = split_targets(graphs, predictor.heads)
@@ -291,21 +320,46 @@ def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
             "members": {m.trial_id: round(m.weight, 3) for m in predictor.manifest.members}}
 
 
+def goals_line(h: dict, cost: float) -> str:
+    """The issue's goals for one ensemble's formation energy, each with its figure and met/not met."""
+    sets = h["sets"]
+    ref = sets["in_distribution"]
+    cov = min(m["coverage_95"] for m in sets.values())
+    ratios = [m["rmse_over_std"] for m in sets.values()]
+    false_flags = max(1 - sets[s]["in_domain"] for s in IN_DISTRIBUTION_SETS
+                      if s in sets and sets[s]["in_domain"] is not None) if ref["in_domain"] is not None else None
+    flagged = h.get("auroc_flagged")
+    checks = [
+        ("AUROC >= 0.93", f"{h['auroc']:.3f}", h["auroc"] >= 0.93),
+        ("cov95 >= 0.80 every set", f"min {cov:.2f}", cov >= 0.80),
+        ("ID cov95 0.93-0.97", f"{ref['coverage_95']:.2f}", 0.93 <= ref["coverage_95"] <= 0.97),
+        ("ID ZMS 0.8-1.25", f"{ref['zms']:.2f}", 0.8 <= ref["zms"] <= 1.25),
+        ("RMSE/std 1/3-3 every set", f"{min(ratios):.2f}-{max(ratios):.2f}", min(ratios) >= 1 / 3 and max(ratios) <= 3),
+        ("AUROC inside flagged >= 0.70", "-" if flagged is None else f"{flagged:.3f}",
+         flagged is not None and flagged >= 0.70),
+        ("false flags <= 5% (ID cells 32-256 atoms)", "-" if false_flags is None else f"{100 * false_flags:.1f}%",
+         false_flags is not None and false_flags <= 0.05),
+        ("UQ cost <= 20%", f"{100 * cost:.1f}%", cost <= 0.20),
+    ]
+    return "goals: " + "; ".join(f"{name}: {value} {'met' if ok else 'NOT met'}" for name, value, ok in checks)
+
+
 def print_report(results: dict[str, dict]) -> None:
     for name, r in results.items():
         h = r["heads"][HEAD]
         print(f"\n== {name}: members (trial: weight) {r['members']}")
-        print(f"{'set':<17}{'MAE':>8}{'RMSE':>8}{'std':>8}{'RMSE x':>8}{'std x':>7}{'cov68':>7}{'cov95':>7}"
-              f"{'ZMS':>8}{'NLL':>8}{'in dom':>7}  formation energy, meV/atom")
+        print(f"{'set':<17}{'MAE':>8}{'RMSE':>8}{'std':>8}{'RMSE/std':>9}{'RMSE x':>8}{'std x':>7}{'cov68':>7}"
+              f"{'cov95':>7}{'ZMS':>8}{'NLL':>8}{'in dom':>7}  formation energy, meV/atom")
         for s, m in h["sets"].items():
             dom = "-" if m["in_domain"] is None else f"{m['in_domain']:.2f}"
             print(f"{s:<17}{1e3 * m['mae']:>8.1f}{1e3 * m['rmse']:>8.1f}{1e3 * m['mean_std']:>8.1f}"
-                  f"{m['rmse_ratio']:>8.1f}{m['std_ratio']:>7.1f}{m['coverage_68']:>7.2f}{m['coverage_95']:>7.2f}"
-                  f"{m['zms']:>8.2f}{m['nll']:>8.2f}{dom:>7}")
+                  f"{m['rmse_over_std']:>9.2f}{m['rmse_ratio']:>8.1f}{m['std_ratio']:>7.1f}{m['coverage_68']:>7.2f}"
+                  f"{m['coverage_95']:>7.2f}{m['zms']:>8.2f}{m['nll']:>8.2f}{dom:>7}")
         print(f"pooled: AUROC (errors > 3x the ID MAE) {h['auroc']:.3f}, Spearman(|err|, std) {h['spearman']:.3f}, "
               f"miscalibration area {h['miscalibration_area']:.3f}; ID MAE ensemble / best member "
               f"{h['sets']['in_distribution']['mae'] / h['best_member_mae_id']:.3f}; distance term cost "
               f"{100 * r['distance_cost']:.1f}% of the members' forward pass")
+        print(goals_line(h, r["distance_cost"]))
         f = r["heads"].get("forces")
         if f is None:
             continue
@@ -357,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         print(f"data: {args.train} binaries/ternaries of {','.join(TRAIN_ELEMENTS)}; {args.test} per test set",
               flush=True)
-        sets = make_test_sets(make_training_store(work, args.train), work / "tests.bp", args.test)
+        sets = make_test_sets(make_training_store(work, args.train), work / "tests_v2.bp", args.test)
         print(f"training {len(CANDIDATES)} candidates and {args.top_k} seeds of the best ({args.epochs} epochs):",
               flush=True)
         train_campaign(sets.store, work / "campaign", CANDIDATES, args.epochs)

@@ -5,8 +5,10 @@
 1. runs the members on the training split (``reference_split``) and fits, per member, where the
    training data lies in its representation (:class:`~ensemble.latent.LatentReference`), and the
    input domain of the training inputs (:class:`~ensemble.domain.InputDomain`);
-2. runs them on the validation split (``fit_split``) and fits each head's uncertainty model
-   (:func:`~ensemble.uncertainty.fit_head`: term weights by validation NLL, the distance limit);
+2. runs them on the calibration split (``fit_split``: the dataset's ``calset`` when it has one,
+   structures no training, early stopping or member selection saw; else the validation split,
+   with a warning that it was already used) and fits each head's uncertainty model
+   (:func:`~ensemble.uncertainty.fit_head`: term weights by NLL, the distance limit);
 3. reports the test split (``eval_split``) before (the members' raw mixture std) and after,
    writes ``calibration/calibration.json`` and PNG plots (calibration curve, parity plot with
    error bars), and stores the model in the ensemble directory (``uncertainty.npz`` and the
@@ -36,7 +38,7 @@ from ensemble.metrics import (  # re-exported: the calibration API of earlier ve
     spearman,
 )
 from ensemble.predictor import EnsemblePredictor, graph_index, member_prefix, node_elements, read_split, split_targets
-from ensemble.uncertainty import HeadUncertainty, fit_head
+from ensemble.uncertainty import HeadUncertainty, fit_head, fit_scale_response
 
 UNCERTAINTY_FILE = "uncertainty.npz"
 #: fewer structures than this in a split that fits or reports the uncertainty model get a warning:
@@ -103,6 +105,29 @@ def _fit_references(predictor: EnsemblePredictor, graphs: list) -> tuple[dict[in
     return latent, InputDomain.fit(graphs, predictor.cutoff)
 
 
+def _scale_responses(predictor: EnsemblePredictor, reference: list,
+                     train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """Per graph head, how its training targets move with the scale residual
+    (:func:`~ensemble.uncertainty.fit_scale_response`; composition as covariates)."""
+    from ensemble.domain import composition_features
+
+    domain = predictor.domain
+    if domain is None or not domain.scale_coef:
+        return {}
+    ptr = np.concatenate([[0], np.cumsum([g.num_nodes for g in reference])])
+    scale = domain.check(reference).graph_scale(ptr)
+    if scale is None:
+        return {}
+    covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
+    out = {}
+    for head in predictor.heads:
+        if head.level == "graph" and head.name in train_targets:
+            response = fit_scale_response(scale, covariates, train_targets[head.name])
+            if response is not None:
+                out[head.name] = response
+    return out
+
+
 def _store(root: Path, latent: dict[int, LatentReference], domain: InputDomain,
            models: dict[str, HeadUncertainty], fit_split: str, reference_split: str) -> None:
     arrays: dict[str, np.ndarray] = {}
@@ -120,21 +145,40 @@ def _store(root: Path, latent: dict[int, LatentReference], domain: InputDomain,
     write_manifest(root, manifest)
 
 
+CALIBRATION_SPLIT = "calset"
+
+
+def default_fit_split(dataset: str | os.PathLike) -> tuple[str, str | None]:
+    """The split to fit the uncertainty model on and, when it is not a split of its own, a warning."""
+    from graph_builders.store import GraphStore
+
+    with GraphStore(dataset) as store:
+        if CALIBRATION_SPLIT in store.split_names and store.num_graphs(CALIBRATION_SPLIT) > 0:
+            return CALIBRATION_SPLIT, None
+    return "valset", (f"{dataset} has no calibration split: the uncertainty model is fitted on the valset, which "
+                      "already chose the epochs and the members, so its coverage is optimistic; build the data "
+                      "with a fourth fraction (build-graphs/demo-data --fractions 0.7,0.1,0.1,0.1)")
+
+
 def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None = None, *,
-              fit_split: str = "valset", eval_split: str = "testset", reference_split: str = "trainset",
+              fit_split: str | None = None, eval_split: str = "testset", reference_split: str = "trainset",
               store: bool = True, plots: bool = True, progress: bool = False) -> CalibrationReport:
     """Fit and store the uncertainty model (see the module docstring); ``dataset`` defaults to
-    the manifest's."""
+    the manifest's, ``fit_split`` to :func:`default_fit_split`'s choice."""
     root = Path(ensemble_dir)
     manifest = read_manifest(root)
     dataset = dataset or manifest.dataset
     if dataset is None:
         raise ValueError(f"{root}: the manifest records no dataset; pass one to calibrate on")
+    split_warning = None
+    if fit_split is None:
+        fit_split, split_warning = default_fit_split(dataset)
     predictor = EnsemblePredictor(root, progress=progress, verify=False)
     predictor.domain, predictor.latent, predictor.models = None, {}, {}  # start from the raw members
     reference = read_split(dataset, reference_split)
     predictor.latent, predictor.domain = _fit_references(predictor, reference)
     train_targets = split_targets(reference, predictor.heads)
+    responses = _scale_responses(predictor, reference, train_targets)
     fit_graphs = read_split(dataset, fit_split)
     fit_y = split_targets(fit_graphs, predictor.heads)
     fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,
@@ -146,7 +190,7 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
             skipped[head] = "no targets in the dataset"
             continue
         try:
-            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head))
+            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head), responses.get(head))
         except ValueError as exc:
             skipped[head] = str(exc)
     eval_graphs = read_split(dataset, eval_split)
@@ -159,7 +203,7 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     in_domain = float(np.mean(calibrated.in_domain)) if calibrated.in_domain is not None else None
     report = CalibrationReport(models, before, after, fit_split, eval_split, in_domain, skipped=skipped)
     report.warnings = [w for w in (
-        small_split_warning(fit_split, len(fit_graphs), "fit the uncertainty model on"),
+        split_warning, small_split_warning(fit_split, len(fit_graphs), "fit the uncertainty model on"),
         small_split_warning(eval_split, len(eval_graphs), "report calibration on")) if w]
     if in_domain == 0.0:
         report.warnings.append(

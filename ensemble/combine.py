@@ -12,7 +12,8 @@ For each head ``h`` with member predictions ``p_k``, member weights ``u_k`` and 
 * the latent distance of each row, ``sum_k u_k d_k`` (:mod:`ensemble.latent`; a graph's is the
   larger of its graph distance and the mean of its nodes'), and the input-domain check
   (:mod:`ensemble.domain`);
-* the std from the head's uncertainty model (:mod:`ensemble.uncertainty`), its terms kept apart.
+* the std from the head's uncertainty model (:mod:`ensemble.uncertainty`), its terms kept apart
+  (``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``scale``).
 
 Without a fitted model (an uncalibrated ensemble) the std is the mixture's:
 ``sqrt(epistemic + aleatoric)``.
@@ -53,7 +54,7 @@ class HeadPrediction:
     """One head over all inputs. Graph heads: ``rows`` = graphs; node heads: ``rows`` = all nodes.
 
     ``parts`` holds each uncertainty term's share of the std (``std^2`` is the sum of their
-    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain`` (see
+    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``scale`` (see
     :mod:`ensemble.uncertainty`)."""
 
     head: HeadSpec
@@ -116,14 +117,16 @@ def _row_distances(obs: Observation, idx: list[int], u: np.ndarray, level: str) 
     return np.tensordot(u, np.stack(per_member), axes=1)
 
 
-def _domain_rows(obs: Observation, level: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(excess, outside) per row: a graph row is outside when any input check failed."""
+def _domain_rows(obs: Observation, level: str) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(share outside, outside, scale residual) per row: a graph row's share is the fraction of its
+    atoms outside, and it is outside by the rule of :mod:`ensemble.domain` (its reasons)."""
     if obs.domain is None:
-        return None, None
+        return None, None, None
     if level == "node":
-        return obs.domain.node_excess, obs.domain.node_unknown | (obs.domain.node_excess > 0)
+        node_outside = obs.domain.node_outside
+        return node_outside.astype(np.float64), node_outside, obs.domain.node_scale
     outside = np.array([bool(r) for r in obs.domain.reasons])
-    return obs.domain.graph_excess(obs.node_ptr), outside
+    return obs.domain.outside_fraction(obs.node_ptr), outside, obs.domain.graph_scale(obs.node_ptr)
 
 
 @dataclass
@@ -157,9 +160,9 @@ def head_inputs(heads: HeadRegistry, member_ids: Sequence[int], weights: Sequenc
         if var_idx:
             wv = u[var_idx] / u[var_idx].sum()
             alea_var = np.tensordot(wv, np.stack([preds[idx[j]][head.name + VARIANCE_SUFFIX] for j in var_idx]), axes=1)
-        excess, outside = _domain_rows(obs, head.level)
-        out[head.name] = HeadInputs(mean, stack, w, [int(member_ids[k]) for k in idx],
-                                    TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), excess, outside))
+        share, outside, scale = _domain_rows(obs, head.level)
+        terms = TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), share, outside, scale)
+        out[head.name] = HeadInputs(mean, stack, w, [int(member_ids[k]) for k in idx], terms)
     return out
 
 

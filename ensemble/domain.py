@@ -10,10 +10,23 @@
   the 0.05% and 99.95% quantiles of the training nodes (rounded outwards). A bin that reaches
   past the graph cutoff is not counted (its neighbours may lie beyond the edges). A vacancy
   (11 nearest neighbours where training nodes always had 12), a surface, another lattice or a
-  strong shear puts nodes outside; a new composition of the same lattice does not.
+  strong shear puts nodes outside; a new composition of the same lattice does not;
+* the *scale* the shells leave out: each node's ``log r0`` against what its structure's
+  composition predicts (a least-squares fit on the training graphs of their mean ``log r0`` on the
+  element fractions: Vegard's law in the logarithm), the residual's 0.05% and 99.95% quantiles and its standard deviation. A cell
+  stretched or compressed uniformly beyond what the training cells spanned puts its nodes outside;
+  how far, in standard deviations beyond the range, is the node's *scale excess* (outside when
+  above :data:`SCALE_TOLERANCE`).
+
+Aggregation (the rule, per structure): an atom is outside when its element is unknown, a feature or
+a shell is outside its range, or its scale is. A structure is outside the domain when it holds an
+element the training never saw or at least :data:`OUTSIDE_FRACTION` of its atoms are outside, so
+one atom at the edge of the envelope in a 300-atom cell does not flag the cell (a random alloy of
+300 atoms has on average about one such atom) and a cell mostly outside does.
 
 :meth:`InputDomain.check` returns, per graph, the reasons it is outside (empty: inside) and, per
-node, its *excess*: how many neighbours it has beyond the envelope, summed over the bins.
+node, its *excess* (how many neighbours it has beyond the envelope, summed over the bins), its
+scale residual and scale excess, and whether it is outside.
 """
 
 from __future__ import annotations
@@ -32,16 +45,19 @@ from graph_builders.schema import edge_vectors
 SHELL_EDGES: tuple[float, ...] = (0.0, 1.2, 1.68, 1.85, 2.1)
 NEAREST_FOR_SCALE = 6
 ENVELOPE_QUANTILE = 0.0005
+#: a node's scale is outside when its residual lies beyond the training range by more than this many
+#: standard deviations of the training residual (the range's ends are single extreme nodes)
+SCALE_TOLERANCE = 1.0
+#: a structure with at least this fraction of its atoms outside the envelopes is outside the domain
+OUTSIDE_FRACTION = 0.1
 
 
-def shell_counts(graph: Data, cutoff: float, edges: Sequence[float] = SHELL_EDGES) -> np.ndarray:
-    """``[num_nodes, bins]`` neighbour counts per distance-ratio bin (``edges``), NaN where the bin
-    is censored by the cutoff (see the module docstring)."""
+def _node_geometry(graph: Data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre node of each edge, edge length, ``r0`` per node: the median distance to its (up to)
+    six nearest neighbours, NaN for a node without edges)."""
     n = graph.num_nodes
-    bins = len(edges) - 1
-    out = np.full((n, bins), np.nan)
     if graph.edge_index.shape[1] == 0:
-        return out
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.full(n, np.nan)
     with torch.no_grad():
         length = edge_vectors(graph).norm(dim=1).double().numpy()
     centre = graph.edge_index[1].numpy()
@@ -53,9 +69,22 @@ def shell_counts(graph: Data, cutoff: float, edges: Sequence[float] = SHELL_EDGE
     last = len(length_sorted) - 1
     low = length_sorted[np.minimum(starts[:-1] + np.maximum(m - 1, 0) // 2, last)]
     high = length_sorted[np.minimum(starts[:-1] + m // 2, last)]
-    r0 = np.where(m > 0, 0.5 * (low + high), np.nan)
-    ratio = length / r0[centre]
-    which = np.digitize(ratio, edges) - 1
+    return centre, length, np.where(m > 0, 0.5 * (low + high), np.nan)
+
+
+def shell_counts(graph: Data, cutoff: float, edges: Sequence[float] = SHELL_EDGES) -> np.ndarray:
+    """``[num_nodes, bins]`` neighbour counts per distance-ratio bin (``edges``), NaN where the bin
+    is censored by the cutoff (see the module docstring)."""
+    return _shells(graph.num_nodes, *_node_geometry(graph), cutoff, edges)
+
+
+def _shells(n: int, centre: np.ndarray, length: np.ndarray, r0: np.ndarray, cutoff: float,
+            edges: Sequence[float]) -> np.ndarray:
+    bins = len(edges) - 1
+    out = np.full((n, bins), np.nan)
+    if len(length) == 0:
+        return out
+    which = np.digitize(length / r0[centre], edges) - 1
     keep = which < bins
     counts = np.zeros((n, bins))
     np.add.at(counts, (centre[keep], which[keep]), 1.0)
@@ -64,24 +93,60 @@ def shell_counts(graph: Data, cutoff: float, edges: Sequence[float] = SHELL_EDGE
     return out
 
 
+def composition_features(z: np.ndarray, graph_of: np.ndarray, num_graphs: int, elements: Sequence[int]) -> np.ndarray:
+    """``[num_graphs, E]``: each graph's fraction of every element of ``elements`` (atoms of other
+    elements are left out of the count)."""
+    known = np.isin(z, elements)
+    column = np.searchsorted(np.asarray(elements), z[known])
+    counts = np.zeros((num_graphs, len(elements)))
+    np.add.at(counts, (graph_of[known], column), 1.0)
+    return counts / np.maximum(counts.sum(1, keepdims=True), 1.0)
+
+
 @dataclass
 class DomainCheck:
-    """Why each graph is outside the domain (no reasons: inside), and each node's excess."""
+    """Why each graph is outside the domain (no reasons: inside), and what each node contributed."""
 
     reasons: list[list[str]]  # per graph
     node_excess: np.ndarray  # [num_nodes] neighbours beyond the shell envelope
     node_unknown: np.ndarray  # [num_nodes] bool: element or feature outside the training range
+    node_scale: np.ndarray | None = None  # [num_nodes] log r0 residual (NaN: no neighbours)
+    node_scale_excess: np.ndarray | None = None  # [num_nodes] standard deviations beyond its range
+
+    @property
+    def node_outside(self) -> np.ndarray:
+        """[num_nodes] bool: the node fails any check (element, feature, shells, scale)."""
+        out = self.node_unknown | (self.node_excess > 0)
+        return out if self.node_scale_excess is None else out | (self.node_scale_excess > SCALE_TOLERANCE)
 
     def graph_excess(self, node_ptr: np.ndarray) -> np.ndarray:
         """Mean node excess per graph."""
-        sizes = np.diff(node_ptr)
-        graph = np.repeat(np.arange(len(sizes)), sizes)
-        return np.bincount(graph, self.node_excess, minlength=len(sizes)) / np.maximum(sizes, 1)
+        return _graph_mean(self.node_excess, node_ptr)
+
+    def outside_fraction(self, node_ptr: np.ndarray) -> np.ndarray:
+        """Fraction of each graph's atoms outside (see :attr:`node_outside`)."""
+        return _graph_mean(self.node_outside.astype(np.float64), node_ptr)
+
+    def graph_scale(self, node_ptr: np.ndarray) -> np.ndarray | None:
+        """Mean scale residual per graph (nodes without neighbours left out; NaN when none has)."""
+        if self.node_scale is None:
+            return None
+        known = np.isfinite(self.node_scale)
+        total = _graph_mean(np.where(known, self.node_scale, 0.0), node_ptr)
+        share = _graph_mean(known.astype(np.float64), node_ptr)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(share > 0, total / share, np.nan)
+
+
+def _graph_mean(values: np.ndarray, node_ptr: np.ndarray) -> np.ndarray:
+    sizes = np.diff(node_ptr)
+    graph = np.repeat(np.arange(len(sizes)), sizes)
+    return np.bincount(graph, values, minlength=len(sizes)) / np.maximum(sizes, 1)
 
 
 @dataclass
 class InputDomain:
-    """The training inputs' elements, feature ranges and shell envelope (see the module docstring)."""
+    """The training inputs' elements, feature ranges, shell envelope and scale (see the module docstring)."""
 
     cutoff: float
     elements: list[int] = field(default_factory=list)
@@ -90,6 +155,10 @@ class InputDomain:
     shell_edges: list[float] = field(default_factory=lambda: list(SHELL_EDGES))
     shell_low: list[float] = field(default_factory=list)
     shell_high: list[float] = field(default_factory=list)
+    scale_coef: list[float] = field(default_factory=list)  # log r0 = composition_features @ coef
+    scale_low: float | None = None  # residual range of the training nodes
+    scale_high: float | None = None
+    scale_sd: float | None = None  # the residual's standard deviation: the unit of the scale excess
 
     def __post_init__(self) -> None:
         # a bin no training node could count (censored by the cutoff everywhere) has no upper bound;
@@ -102,33 +171,59 @@ class InputDomain:
         """From the training graphs (built at the ensemble's cutoff)."""
         zs = [g.z.numpy() for g in graphs if getattr(g, "z", None) is not None]
         xs = [g.x.double().numpy() for g in graphs if getattr(g, "x", None) is not None and g.x.dim() == 2]
-        shells = np.concatenate([shell_counts(g, cutoff) for g in graphs])
+        geometry = [_node_geometry(g) for g in graphs]
+        shells = np.concatenate([_shells(g.num_nodes, *geo, cutoff, SHELL_EDGES) for g, geo in zip(graphs, geometry)])
         with warnings.catch_warnings():  # a bin censored in every node has no quantile (NaN, kept open)
             warnings.simplefilter("ignore", RuntimeWarning)
             low = np.floor(np.nanquantile(shells, ENVELOPE_QUANTILE, axis=0))
             high = np.ceil(np.nanquantile(shells, 1 - ENVELOPE_QUANTILE, axis=0))
         x = np.concatenate(xs) if xs else np.zeros((0, 0))
-        return cls(cutoff=float(cutoff),
-                   elements=sorted(int(e) for e in np.unique(np.concatenate(zs))) if zs else [],
-                   x_min=x.min(0).tolist() if x.size else [], x_max=x.max(0).tolist() if x.size else [],
-                   shell_low=np.nan_to_num(low, nan=0.0).tolist(),
-                   shell_high=np.nan_to_num(high, nan=np.inf).tolist())
+        elements = sorted(int(e) for e in np.unique(np.concatenate(zs))) if zs else []
+        domain = cls(cutoff=float(cutoff), elements=elements,
+                     x_min=x.min(0).tolist() if x.size else [], x_max=x.max(0).tolist() if x.size else [],
+                     shell_low=np.nan_to_num(low, nan=0.0).tolist(),
+                     shell_high=np.nan_to_num(high, nan=np.inf).tolist())
+        if len(zs) == len(graphs) and elements:
+            domain._fit_scale(graphs, np.concatenate([geo[2] for geo in geometry]))
+        return domain
+
+    def _fit_scale(self, graphs: Sequence[Data], r0: np.ndarray) -> None:
+        """The scale model (coefficients, residual range and sd) from the training nodes' ``r0``."""
+        sizes = np.array([g.num_nodes for g in graphs])
+        graph_of = np.repeat(np.arange(len(graphs)), sizes)
+        features = composition_features(np.concatenate([g.z.numpy() for g in graphs]), graph_of, len(graphs),
+                                         self.elements)
+        log_r0 = np.log(r0)
+        known = np.isfinite(log_r0)
+        if known.sum() < 10:
+            return
+        mean_log = _graph_mean(np.where(known, log_r0, 0.0), np.concatenate([[0], np.cumsum(sizes)]))
+        share = _graph_mean(known.astype(np.float64), np.concatenate([[0], np.cumsum(sizes)]))
+        rows = share > 0
+        coef = np.linalg.lstsq(features[rows], mean_log[rows] / share[rows], rcond=None)[0]
+        residual = (log_r0 - features[graph_of] @ coef)[known]
+        self.scale_coef = coef.tolist()
+        self.scale_low = float(np.quantile(residual, ENVELOPE_QUANTILE))
+        self.scale_high = float(np.quantile(residual, 1 - ENVELOPE_QUANTILE))
+        self.scale_sd = float(max(np.std(residual), 1e-6))
 
     def check(self, graphs: Sequence[Data]) -> DomainCheck:
-        """The reasons per graph and the excess per node (see :class:`DomainCheck`); all graphs are
-        checked together (one batch, vectorised per node)."""
+        """The reasons per graph and what each node contributed (see :class:`DomainCheck` and the
+        module docstring's rule); all graphs are checked together (one batch, vectorised per node)."""
         from ase.data import chemical_symbols
 
         if not graphs:
             return DomainCheck([], np.zeros(0), np.zeros(0, dtype=bool))
         batch = Batch.from_data_list([_geometry_only(g) for g in graphs])
         sizes = np.array([g.num_nodes for g in graphs])
+        node_ptr = np.concatenate([[0], np.cumsum(sizes)])
         graph_of = np.repeat(np.arange(len(graphs)), sizes)
         reasons: list[list[str]] = [[] for _ in graphs]
+        details: list[list[str]] = [[] for _ in graphs]  # what the outside atoms failed
         unknown = np.zeros(len(graph_of), dtype=bool)
         z = getattr(batch, "z", None)
-        if z is not None and self.elements:
-            zz = z.numpy()
+        zz = None if z is None else z.numpy()
+        if zz is not None and self.elements:
             new = ~np.isin(zz, self.elements)
             unknown |= new
             for g in np.unique(graph_of[new]):
@@ -143,16 +238,43 @@ class InputDomain:
             unknown |= rows
             for g in np.unique(graph_of[rows]):
                 cols = np.flatnonzero(outside[graph_of == g].any(0))
-                reasons[g].append(f"node features x[:, {', '.join(map(str, cols.tolist()))}] outside the training range")
-        shells = shell_counts(batch, self.cutoff, self.shell_edges)
+                details[g].append(f"node features x[:, {', '.join(map(str, cols.tolist()))}] outside the training range")
+        centre, length, r0 = _node_geometry(batch)
+        shells = _shells(batch.num_nodes, centre, length, r0, self.cutoff, self.shell_edges)
         low, high = np.asarray(self.shell_low), np.asarray(self.shell_high)
         over = np.nansum(np.maximum(shells - high, 0.0) + np.maximum(low - shells, 0.0), axis=1)
         flagged = np.bincount(graph_of, over > 0, minlength=len(graphs))
-        mean_over = np.bincount(graph_of, over, minlength=len(graphs)) / np.maximum(sizes, 1)
+        mean_over = _graph_mean(over, node_ptr)
         for g in np.flatnonzero(flagged):
-            reasons[g].append(f"{int(flagged[g])} of {sizes[g]} atom(s) with neighbour shells outside the "
-                              f"training envelope ({mean_over[g]:.2g} neighbours per atom beyond it)")
-        return DomainCheck(reasons, over, unknown)
+            details[g].append(f"{int(flagged[g])} with neighbour shells outside the training envelope "
+                              f"({mean_over[g]:.2g} neighbours per atom beyond it)")
+        scale, scale_excess = self._scale(zz, graph_of, len(graphs), r0)
+        check = DomainCheck(reasons, over, unknown, scale, scale_excess)
+        if scale_excess is not None:
+            beyond = np.bincount(graph_of, scale_excess > SCALE_TOLERANCE, minlength=len(graphs))
+            for g in np.flatnonzero(beyond):
+                rows = (graph_of == g) & (scale_excess > SCALE_TOLERANCE)
+                shift = 100 * np.expm1(np.median(scale[rows]) - (self.scale_high if np.median(scale[rows]) > 0
+                                                                  else self.scale_low))
+                details[g].append(f"{int(beyond[g])} with nearest-neighbour distances {shift:+.1f}% beyond the "
+                                  "training range for their composition")
+        fraction = check.outside_fraction(node_ptr)
+        counts = np.bincount(graph_of, check.node_outside, minlength=len(graphs))
+        for g in np.flatnonzero(fraction >= OUTSIDE_FRACTION):
+            reasons[g].append(f"{int(counts[g])} of {sizes[g]} atom(s) outside the training envelope: "
+                              + "; ".join(details[g]))
+        return check
+
+    def _scale(self, z: np.ndarray | None, graph_of: np.ndarray, num_graphs: int,
+               r0: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Per node: the scale residual and its excess in standard deviations (None: no scale model)."""
+        if z is None or not self.scale_coef or self.scale_sd is None:
+            return None, None
+        features = composition_features(z, graph_of, num_graphs, self.elements)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            residual = np.log(r0) - features[graph_of] @ np.asarray(self.scale_coef)
+        beyond = np.maximum(residual - self.scale_high, 0.0) + np.maximum(self.scale_low - residual, 0.0)
+        return residual, np.nan_to_num(beyond / self.scale_sd, nan=0.0)
 
 
 def _symbol(z: int, symbols: Sequence[str]) -> str:

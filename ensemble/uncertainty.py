@@ -19,15 +19,24 @@ not fitted but a rule for inputs outside the training inputs.
   distance (:mod:`ensemble.latent`, about 1 in distribution): the error level of the validation
   data within the training data's typical distances (an input identical to a training input
   still has the model's training error, not none), growing linearly with the distance beyond;
-* :class:`OutOfDomainTerm` (weight fixed at 1): for rows outside the applicability domain (an
-  unseen element, a feature or a neighbour shell outside the training range (:mod:`ensemble.domain`),
-  or a latent distance beyond ``distance_limit``, the 99th percentile of the validation rows'),
-  ``var_train * (1 + e(x))^2`` with ``var_train`` the variance of the head's training targets and
-  ``e`` the neighbours beyond the training envelope per atom: without data, the prediction is
-  worth no more than the spread of the targets, and less the further out it lies.
+* :class:`OutOfDomainTerm` (weight fixed at 1): ``var_train * s(x)^2`` with ``var_train`` the
+  variance of the head's training targets and ``s`` the share of the row that lies outside the
+  training inputs (:mod:`ensemble.domain`): for a graph row the fraction of its atoms outside (an
+  unseen element, a feature, a neighbour shell or the scale outside the training range; their
+  errors taken as fully correlated, so the graph's std is the mean of its atoms'), 1 for an atom
+  outside, and 1 for a row whose latent distance is beyond ``distance_limit`` (the 99th percentile
+  of the calibration rows'): without data, an atom's prediction is worth no more than the spread
+  of the targets, and one atom of 300 moves a per-atom quantity by 1/300 of that;
+* :class:`ScaleTerm` (weight fixed at 1, graph heads): ``delta(x)^2``, the change of the head's
+  target between the edge of the training data's scale range and the row's scale (its atoms'
+  mean ``log r0`` residual, :mod:`ensemble.domain`), from a quadratic in that residual fitted on
+  the training split with the composition as covariates. A uniformly stretched or compressed cell
+  is predicted about as the nearest training cells were; the fitted curve says how much the
+  target moves beyond them (zero inside the range), so the std grows with how far out the cell is,
+  in the head's unit.
 
-An input is *in domain* when it passes the input checks and its latent distance is within the
-limit.
+An input is *in domain* when it passes the input checks (the rule of :mod:`ensemble.domain`) and
+its latent distance is within the limit.
 """
 
 from __future__ import annotations
@@ -52,8 +61,9 @@ class TermInputs:
     epistemic_var: np.ndarray
     aleatoric_var: np.ndarray | None
     distance: np.ndarray | None  # latent distance (None: no latent reference stored)
-    excess: np.ndarray | None  # neighbours beyond the training envelope per atom
-    outside: np.ndarray | None  # bool: failed an input check (element, feature, shells)
+    outside_share: np.ndarray | None  # share of the row's atoms outside the training inputs
+    outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, scale)
+    scale: np.ndarray | None = None  # the row's log r0 residual (graph rows: its atoms' mean; NaN: none)
 
 
 class UncertaintyTerm(ABC):
@@ -128,7 +138,8 @@ class DistanceTerm(UncertaintyTerm):
 
 
 class OutOfDomainTerm(UncertaintyTerm):
-    """``var_train * (1 + e)^2`` on rows outside the domain, 0 elsewhere (a rule: weight 1)."""
+    """``var_train * s^2`` with ``s`` the share of the row outside the training inputs, 1 beyond
+    the latent distance limit (a rule: weight 1; see the module docstring)."""
 
     name = "domain"
     fitted = False
@@ -142,12 +153,54 @@ class OutOfDomainTerm(UncertaintyTerm):
         return cls(model.prior_variance, model.distance_limit) if model.prior_variance else None
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
-        outside = outside_domain(inputs, self.distance_limit)
-        if outside is None:
+        share = None if inputs.outside_share is None else np.asarray(inputs.outside_share, dtype=np.float64)
+        beyond = None if inputs.distance is None or self.distance_limit is None else inputs.distance > self.distance_limit
+        if share is None and beyond is None:
             return None
-        excess = np.zeros(len(outside)) if inputs.excess is None else inputs.excess
-        grow = np.where(outside, (1.0 + excess) ** 2, 0.0)
-        return grow[:, None] * self.prior_variance[None, :]
+        if share is None:
+            share = np.zeros(len(beyond))
+        if beyond is not None:
+            share = np.where(beyond, 1.0, share)
+        return (share ** 2)[:, None] * self.prior_variance[None, :]
+
+
+class ScaleTerm(UncertaintyTerm):
+    """``delta^2``: the fitted change of the target beyond the training scale range (a rule: weight
+    1; see the module docstring)."""
+
+    name = "scale"
+    fitted = False
+
+    def __init__(self, coef: Sequence[Sequence[float]], scale_range: Sequence[float]) -> None:
+        self.coef = np.asarray(coef, dtype=np.float64)  # [dim, 2]: linear and quadratic
+        self.low, self.high = (float(v) for v in scale_range)
+
+    @classmethod
+    def from_model(cls, model: "HeadUncertainty") -> "ScaleTerm | None":
+        return cls(model.scale_coef, model.scale_range) if model.scale_coef and model.scale_range else None
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        if inputs.scale is None:
+            return None
+        r = np.nan_to_num(np.asarray(inputs.scale, dtype=np.float64), nan=0.5 * (self.low + self.high))
+        edge = np.clip(r, self.low, self.high)
+        delta = (r - edge)[:, None] * self.coef[None, :, 0] + (r * r - edge * edge)[:, None] * self.coef[None, :, 1]
+        return delta * delta
+
+
+def fit_scale_response(scale: np.ndarray, covariates: np.ndarray,
+                       targets: np.ndarray) -> tuple[list[list[float]], list[float]] | None:
+    """Per component, the linear and quadratic coefficients of ``targets`` ([rows, dim]) in the
+    scale residual ``scale`` ([rows]) with ``covariates`` ([rows, p], the composition) beside them,
+    by least squares on the training rows; and the range of ``scale`` they span. None when fewer
+    than 10 rows have a scale."""
+    known = np.isfinite(scale)
+    if known.sum() < 10:
+        return None
+    r = scale[known]
+    design = np.hstack([covariates[known], r[:, None], (r * r)[:, None]])
+    coef = np.linalg.lstsq(design, np.asarray(targets, dtype=np.float64)[known], rcond=None)[0]
+    return coef[-2:].T.tolist(), [float(r.min()), float(r.max())]
 
 
 def outside_domain(inputs: TermInputs, distance_limit: float | None) -> np.ndarray | None:
@@ -168,6 +221,8 @@ class HeadUncertainty(BaseModel):
     distance_unit_variance: list[float] = Field(default_factory=list)  # per component
     prior_variance: list[float] = Field(default_factory=list)  # per component
     distance_limit: float | None = None  # beyond: out of domain
+    scale_coef: list[list[float]] = Field(default_factory=list)  # per component: linear, quadratic
+    scale_range: list[float] = Field(default_factory=list)  # the training rows' scale residual range
 
     def terms(self) -> list[UncertaintyTerm]:
         """Every registered term this model has what it needs for, in registry order."""
@@ -182,7 +237,7 @@ class HeadUncertainty(BaseModel):
 #: The registry of uncertainty terms: name -> class, in the order a head's std sums them (the names
 #: of the ``<head>_<name>_std`` columns of ``predict``).
 UNCERTAINTY_TERMS: dict[str, type[UncertaintyTerm]] = {
-    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm)}
+    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, ScaleTerm)}
 
 
 @dataclass
@@ -213,11 +268,13 @@ def _nll(variance: np.ndarray, err: np.ndarray) -> float:
     return float(np.mean(0.5 * np.log(2 * math.pi * v) + 0.5 * err * err / v))
 
 
-def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None) -> HeadUncertainty:
-    """Weights minimising the validation NLL of ``errors`` ([rows, dim], prediction - target).
+def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None,
+             scale_response: tuple[list[list[float]], list[float]] | None = None) -> HeadUncertainty:
+    """Weights minimising the calibration NLL of ``errors`` ([rows, dim], prediction - target).
 
     ``train_targets`` ([rows, dim], the training split's) give the out-of-domain term's variance;
-    None leaves that term out. The distance term is used when ``inputs.distance`` is given."""
+    None leaves that term out. The distance term is used when ``inputs.distance`` is given; the
+    scale term with ``scale_response`` (:func:`fit_scale_response` on the training split)."""
     errors = np.asarray(errors, dtype=np.float64)
     mse = np.maximum(np.mean(errors * errors, axis=0), MIN_VARIANCE)
     limit = None if inputs.distance is None else float(np.quantile(inputs.distance, DISTANCE_LIMIT_QUANTILE))
@@ -226,6 +283,8 @@ def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray |
         distance_unit_variance=mse.tolist() if inputs.distance is not None else [],
         prior_variance=(np.var(train_targets, axis=0).tolist() if train_targets is not None else []),
         distance_limit=limit,
+        scale_coef=scale_response[0] if scale_response else [],
+        scale_range=scale_response[1] if scale_response else [],
     )
     fitted = [t for t in draft.terms() if t.fitted and t.variance(inputs) is not None
               and float(np.max(t.variance(inputs))) > 0]

@@ -14,7 +14,7 @@ mkdir -p "$out"
 rm -rf "$out/campaign" "$out/ensemble" "$out/top5_configs"
 
 echo "== 1. demo datasets =="
-hydragnn-ensemble demo-data alloy --components 2-3 --num 800 -o "$out/alloy.bp" --no-progress
+hydragnn-ensemble demo-data alloy --components 2-3 --num 800 --fractions 0.7,0.1,0.1,0.1 -o "$out/alloy.bp" --no-progress
 hydragnn-ensemble demo-data polycrystal -o "$out/polycrystal.bp" --no-progress
 hydragnn-ensemble demo-data fem -o "$out/fem.bp" --no-progress
 
@@ -22,7 +22,7 @@ echo "== 2. HPO campaign: mpiexec -n $ranks (rank 0 schedules, the others train)
 mpiexec -n "$ranks" hydragnn-ensemble hpo "$here/alloy/campaign.yaml" -o "$out/campaign" --dataset "$out/alloy.bp"
 hydragnn-ensemble report "$out/campaign" --top-k 5
 
-echo "== 3. ensemble of at most 5 members (greedy selection), uncertainty fitted on the train/validation splits =="
+echo "== 3. ensemble of at most 5 members (greedy selection), uncertainty fitted on the calibration split =="
 hydragnn-ensemble select "$out/campaign" --top-k 5 --method greedy -o "$out/ensemble" --calibrate --no-progress
 python "$here/alloy/new_alloys.py" "$out/ensemble" --write "$out/new_alloys.extxyz"
 hydragnn-ensemble predict "$out/ensemble" "$out/new_alloys.extxyz" -o "$out/new_alloys.csv" --no-progress

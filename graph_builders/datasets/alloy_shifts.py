@@ -8,6 +8,9 @@ produces, to test whether an ensemble's uncertainty notices them (``bench/uncert
 * ``vacancies``: FCC random alloys with 1-3 atoms removed;
 * ``surfaces``: (111) and (100) slabs, 4-6 layers, 10 Å of vacuum (periodic in x and y only);
 * ``compressed``: FCC random alloys compressed isotropically to 88-94% of their volume, rattled;
+* ``tension`` / ``compression``: FCC random alloys at the Vegard lattice constant stretched or
+  compressed uniformly by 4-8% (each length), rattled: a thermal expansion or a pressure the
+  training cells (random strains up to 3% per component) did not reach;
 * ``sheared``: FCC random alloys under a random symmetric strain of 8-12% per component;
 * ``more_components``: FCC random alloys with more elements than the training alloys;
 * ``unseen_elements``: FCC random alloys with at least one element the training alloys lack.
@@ -26,8 +29,8 @@ from ase.build import bulk, fcc100, fcc111
 from graph_builders.datasets.alloy_structures import random_alloy
 from graph_builders.datasets.emt import AlloyConfigError, ElementReference, emt_reference
 
-SHIFTS: tuple[str, ...] = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "sheared", "more_components",
-                           "unseen_elements")
+SHIFTS: tuple[str, ...] = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "tension", "compression", "sheared",
+                           "more_components", "unseen_elements")
 
 
 def _choose(rng: np.random.Generator, elements: Sequence[str], k: int) -> list[str]:
@@ -85,6 +88,10 @@ def _strained(rng: np.random.Generator, refs: dict[str, ElementReference], eleme
     atoms = random_alloy(rng, {s: refs[s] for s in elements}, k, 32, 0.0, 0.03)
     if kind == "compressed":
         deformation = np.eye(3) * rng.uniform(0.96, 0.98)  # 6-12% less volume
+    elif kind == "tension":
+        deformation = np.eye(3) * rng.uniform(1.04, 1.08)
+    elif kind == "compression":
+        deformation = np.eye(3) * rng.uniform(0.92, 0.96)
     else:
         u = rng.uniform(0.08, 0.12, size=6) * rng.choice([-1.0, 1.0], size=6)
         deformation = np.eye(3) + np.array([[u[0], u[5], u[4]], [u[5], u[1], u[3]], [u[4], u[3], u[2]]])
@@ -122,6 +129,8 @@ def make_shift(shift: str, num: int, train_elements: Sequence[str], train_compon
         "vacancies": lambda: _vacancies(rng, refs, elements, (low, high)),
         "surfaces": lambda: _surface(rng, refs, elements, (low, high)),
         "compressed": lambda: _strained(rng, refs, elements, (low, high), "compressed"),
+        "tension": lambda: _strained(rng, refs, elements, (low, high), "tension"),
+        "compression": lambda: _strained(rng, refs, elements, (low, high), "compression"),
         "sheared": lambda: _strained(rng, refs, elements, (low, high), "sheared"),
         "more_components": lambda: _with_components(rng, refs, elements, (high + 1, min(high + 2, len(elements)))),
         "unseen_elements": lambda: _with_components(

@@ -16,6 +16,8 @@ training data holds them too, not only random distorted cells (:class:`Structure
   ``components`` says.
 
 Every structure is an ``ase.Atoms`` with ``info["kind"]`` set; the same seed gives the same list.
+The list holds no structure twice (an ordered phase of the same elements and size is drawn once;
+a repeat is drawn again), so no copy of a training cell lands in a validation or test split.
 """
 
 from __future__ import annotations
@@ -192,6 +194,16 @@ def _ordered(rng: np.random.Generator, references: dict[str, ElementReference], 
     return ordered_phase(prototype, [symbols[k] for k in pick], references, supercell_repeats(size))
 
 
+#: draws in a row that only repeat structures already drawn before the generator gives up
+MAX_REPEATS = 1000
+
+
+def _atoms_key(atoms: Atoms) -> bytes:
+    """Species, positions and cell rounded to 1e-6: equal for copies of the same structure."""
+    parts = (atoms.numbers.astype(np.int64), np.round(atoms.positions, 6), np.round(atoms.cell.array, 6))
+    return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
+
+
 def check_options(elements: Sequence[str], components: tuple[int, int], sizes: Sequence[int],
                   num_structures: int, strain: float, rattle: float) -> tuple[tuple[str, ...], int, int, tuple[int, ...]]:
     """Validated (elements, low, high, sizes); AlloyConfigError naming the bad option."""
@@ -231,17 +243,29 @@ def generate_alloy_structures(
     references = {s: emt_reference(s) for s in elements}
     rng = np.random.default_rng(seed)
     fractions = mix.fractions()
-    structures = []
-    for _ in range(num_structures):
+    structures: list[Atoms] = []
+    seen: set[bytes] = set()
+    repeats = 0
+    while len(structures) < num_structures:
         kind = KINDS[int(rng.choice(len(KINDS), p=fractions))] if mix != RANDOM_ONLY else "random"
         k = int(rng.integers(low, high + 1))
         size = sizes[int(rng.integers(len(sizes)))]
         if kind == "random":
-            structures.append(random_alloy(rng, references, k, size, strain, rattle))
+            atoms = random_alloy(rng, references, k, size, strain, rattle)
         elif kind == "ideal":
-            structures.append(ideal_alloy(rng, references, k, size))
+            atoms = ideal_alloy(rng, references, k, size)
         elif kind == "relaxed":
-            structures.append(relaxed_alloy(rng, references, k, size))
+            atoms = relaxed_alloy(rng, references, k, size)
         else:
-            structures.append(_ordered(rng, references, size))
+            atoms = _ordered(rng, references, size)
+        key = _atoms_key(atoms)
+        if key in seen:  # ordered phases are deterministic: a copy would sit in two splits
+            repeats += 1
+            if repeats > MAX_REPEATS:
+                raise AlloyConfigError(f"could not draw {num_structures} distinct structures ({len(structures)} "
+                                       f"after {MAX_REPEATS} repeats in a row): allow more elements or sizes")
+            continue
+        repeats = 0
+        seen.add(key)
+        structures.append(atoms)
     return structures, references

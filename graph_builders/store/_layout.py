@@ -18,7 +18,11 @@ level: ``heads`` (HeadRegistry JSON), ``metadata`` (JSON), ``normalisation`` (JS
 
 from __future__ import annotations
 
-SPLIT_NAMES: tuple[str, ...] = ("trainset", "valset", "testset")
+SPLIT_NAMES: tuple[str, ...] = ("trainset", "valset", "testset", "calset")
+CALIBRATION_SPLIT = "calset"
+#: "calset", when a dataset has it, is the calibration split: structures no training, early stopping
+#: or member selection saw, on which ``select --calibrate`` fits the uncertainty model (HydraGNN
+#: reads the three splits it knows and ignores this one).
 
 FORMAT_ATTR = "hydragnn_ensemble/format"
 FORMAT_VERSION = "hydragnn-ensemble-graphs/1"

@@ -43,14 +43,14 @@ def write_dataset(
     splits: Mapping[str, Sequence[int]] | None = None,
     metadata: Mapping[str, str | int | float] | None = None,
     seed: int = 0,
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    fractions: tuple[float, ...] = (0.8, 0.1, 0.1),
     normalisation: Mapping[str, object] | None = None,
     progress: bool = False,
 ) -> Path:
     """Write ``graphs`` and their head registry to the ADIOS2 file ``path`` (a ``.bp`` directory).
 
     ``splits`` maps "trainset"/"valset"/"testset" to indices into ``graphs``; ``None`` splits at
-    random with ``seed`` and ``fractions`` (train, val, test). Every graph is checked against the
+    random with ``seed`` and ``fractions`` (train, val, test[, calibration]). Every graph is checked against the
     schema and the heads, and all graphs must have the same attributes. ``metadata`` and
     ``normalisation`` must be JSON-serialisable. Each sample also gets the fields HydraGNN's
     loader needs (:mod:`graph_builders.store._hydragnn`: ``y``/``y_loc``, ``edge_shifts``,
@@ -98,21 +98,23 @@ def resolve_splits(
     num_graphs: int,
     splits: Mapping[str, Sequence[int]] | None,
     seed: int = 0,
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    fractions: tuple[float, ...] = (0.8, 0.1, 0.1),
 ) -> dict[str, np.ndarray]:
-    """Indices of each split ("trainset", "valset", "testset"), given or drawn at random.
+    """Indices of each split ("trainset", "valset", "testset" and, with a fourth fraction,
+    "calset"), given or drawn at random.
 
-    Random splits: ``round(f * n)`` graphs for validation and test, the rest for training; the
-    indices of each split are sorted. Given splits are checked (known names, in range, disjoint).
+    Random splits: ``round(f * n)`` graphs for validation, test (and calibration), the rest for
+    training; the indices of each split are sorted. Given splits are checked (known names, in
+    range, disjoint).
     """
     if splits is None:
-        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
-            raise StoreError(f"fractions must be three non-negative numbers summing to 1, got {fractions}")
+        if len(fractions) not in (3, 4) or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+            raise StoreError("fractions must be three (train, val, test) or four (and calibration) non-negative "
+                             f"numbers summing to 1, got {fractions}")
         perm = np.random.default_rng(seed).permutation(num_graphs)
-        n_val = int(round(fractions[1] * num_graphs))
-        n_test = int(round(fractions[2] * num_graphs))
-        n_train = num_graphs - n_val - n_test
-        parts = (perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:])
+        counts = [int(round(f * num_graphs)) for f in fractions[1:]]
+        bounds = np.cumsum([num_graphs - sum(counts), *counts])
+        parts = np.split(perm, bounds[:-1])
         return {name: np.sort(part).astype(np.int64) for name, part in zip(L.SPLIT_NAMES, parts)}
     unknown = sorted(set(splits) - set(L.SPLIT_NAMES))
     if unknown:
@@ -120,6 +122,8 @@ def resolve_splits(
     seen: dict[int, str] = {}
     resolved: dict[str, np.ndarray] = {}
     for name in L.SPLIT_NAMES:
+        if name == L.CALIBRATION_SPLIT and name not in splits:
+            continue  # optional: written only when given
         indices = np.asarray(list(splits.get(name, ())), dtype=np.int64)
         for i in indices.tolist():
             if not 0 <= i < num_graphs:

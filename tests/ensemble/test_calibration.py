@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from ensemble import (
     EnsembleIntegrityError,
@@ -105,7 +106,31 @@ def test_calibrate_a_real_ensemble(direct_ensemble, direct_campaign, tmp_path):
         assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((copy / "calibration" / "calibration.json").read_text())
     assert set(stored["models"]) == set(report.models) and stored["fit_split"] == "valset"
+    assert any("has no calibration split" in w for w in report.warnings)  # the valset chose members too
     # the array file is checked like the checkpoints
     (copy / "uncertainty.npz").write_bytes((copy / "uncertainty.npz").read_bytes()[:-10])
     with pytest.raises(EnsembleIntegrityError, match="checksum mismatch for uncertainty.npz"):
         read_manifest(copy)
+
+
+def test_a_calibration_split_is_what_the_uncertainty_is_fitted_on(tmp_path):
+    """A dataset with a ``calset`` is calibrated on it, without the warning; one without it on the
+    valset, with a warning naming the file and the fix."""
+    from ase.build import bulk
+
+    from ensemble.calibration import default_fit_split
+    from graph_builders.atomic import atoms_to_graph
+    from graph_builders.schema import HeadRegistry, HeadSpec
+    from graph_builders.store import write_dataset
+
+    graphs = []
+    for k in range(8):
+        g = atoms_to_graph(bulk("Cu", "fcc", a=3.6 + 0.01 * k, cubic=True), cutoff=4.0)
+        g.y_energy = torch.tensor([[float(k)]])
+        graphs.append(g)
+    heads = HeadRegistry.of([HeadSpec("energy", "graph", 1, "eV")])
+    four = write_dataset(tmp_path / "four.bp", graphs, heads, fractions=(0.5, 0.25, 0.125, 0.125))
+    three = write_dataset(tmp_path / "three.bp", graphs, heads)
+    assert default_fit_split(four) == ("calset", None)
+    split, warning = default_fit_split(three)
+    assert split == "valset" and str(three) in warning and "--fractions 0.7,0.1,0.1,0.1" in warning

@@ -109,9 +109,11 @@ def test_fast_emt_equals_emt_on_a_strained_cell():
 
 def test_pure_element_at_equilibrium_has_zero_formation_energy():
     pure = make_alloy_dataset(
-        num_structures=2, elements=("Ni",), components=(1, 1), sizes=(32,), strain=0.0,
+        num_structures=1, elements=("Ni",), components=(1, 1), sizes=(32,), strain=0.0,
         rattle=0.0, seed=1, progress=False, mix=RANDOM_ONLY,
     )
+    with pytest.raises(AlloyConfigError, match="could not draw 2 distinct structures"):  # no copies
+        generate_alloy_structures(2, ("Ni",), (1, 1), (32,), 0.0, 0.0, seed=1, mix=RANDOM_ONLY)
     ref = emt_reference("Ni")
     for graph in pure.graphs:
         assert graph.name == "Ni32" and int(graph.num_components) == 1

@@ -180,7 +180,7 @@ def test_build_graphs_usage_errors(tmp_path, capsys):
     inputs.mkdir()
     assert main(["build-graphs", "--scale", "continuum", "--fractions", "0.5,0.5", str(inputs),
                  "-o", str(tmp_path / "x.bp")]) == 2
-    assert "error: --fractions must be three non-negative numbers summing to 1, got '0.5,0.5'" in capsys.readouterr().err
+    assert "error: --fractions must be three (train,val,test) or four (and calibration) non-negative numbers summing to 1, got '0.5,0.5'" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["build-graphs", "--scale", "continuum", str(empty), "-o", str(tmp_path / "x.bp")]) == 2
@@ -252,3 +252,38 @@ def test_build_graphs_keeps_every_label_with_its_unit_and_names_what_it_leaves_o
     assert "label info config_type left out (6 structure(s)): not a number" in printed
     assert "label arrays initial_magmoms left out (6 structure(s)): an input of a calculation" in printed
     assert "head 'REF_charge' (from atoms.arrays) has no unit; give one with --units REF_charge=UNIT" in printed
+
+
+def test_a_fourth_fraction_makes_a_calibration_split_and_copies_across_splits_are_named(tmp_path, capsys):
+    """``--fractions 0.6,0.2,0.1,0.1`` stores a ``calset``; the same structure written twice lands
+    (with this seed) in two splits and build-graphs says so on stderr, naming both graphs."""
+    frames = []
+    for k in range(19):
+        atoms = bulk("Cu", "fcc", a=3.6 + 0.01 * k, cubic=True)
+        atoms.calc = SinglePointCalculator(atoms, energy=-float(k))
+        frames.append(atoms)
+    frames.append(frames[0].copy())
+    frames[-1].calc = SinglePointCalculator(frames[-1], energy=0.0)
+    ase.io.write(tmp_path / "cells.extxyz", frames)
+    out = tmp_path / "cells.bp"
+    assert main(["build-graphs", "--scale", "atomic", "--cutoff", "4.0", str(tmp_path / "cells.extxyz"), "-o", str(out),
+                 "--fractions", "0.6,0.2,0.1,0.1", "--seed", "1", "--no-progress"]) == 0
+    with GraphStore(out) as store:
+        sizes = {s: store.num_graphs(s) for s in store.split_names}
+    assert sizes == {"trainset": 12, "valset": 4, "testset": 2, "calset": 2}
+    err = capsys.readouterr().err
+    assert "warning: exact duplicate structures across splits: 1 of" in err and "repeat a structure" in err
+
+
+def test_duplicates_across_splits_are_found_exactly():
+    from graph_builders.atomic import atoms_to_graph
+    from graph_builders.store.duplicates import duplicates_across_splits
+
+    cells = [bulk("Cu", "fcc", a=3.6 + 0.01 * k, cubic=True) for k in range(4)]
+    graphs = [atoms_to_graph(a, cutoff=4.0) for a in cells] + [atoms_to_graph(cells[1], cutoff=4.0)]
+    moved = cells[2].copy()
+    moved.positions[0, 0] += 1e-3  # not the same structure
+    graphs.append(atoms_to_graph(moved, cutoff=4.0))
+    found = duplicates_across_splits(graphs, {"trainset": [0, 1, 2], "valset": [3, 5], "testset": [4]})
+    assert [(d.split, d.index, d.first_split, d.first_index) for d in found] == [("testset", 4, "trainset", 1)]
+    assert duplicates_across_splits(graphs, {"trainset": [1, 4], "valset": [0]}) == []  # within a split: not reported

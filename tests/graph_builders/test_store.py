@@ -322,7 +322,7 @@ def test_given_splits_are_kept_in_order(tmp_path):
 @pytest.mark.parametrize(
     "splits, message",
     [
-        ({"train": [0]}, "unknown split names ['train']; splits are named ['trainset', 'valset', 'testset']"),
+        ({"train": [0]}, "unknown split names ['train']; splits are named ['trainset', 'valset', 'testset', 'calset']"),
         ({"trainset": [0, 9]}, "split 'trainset': index 9 is outside 0..5"),
         ({"trainset": [0, 1], "valset": [1]}, "graph 1 is in both 'trainset' and 'valset'"),
     ],

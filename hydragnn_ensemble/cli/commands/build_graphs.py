@@ -49,7 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", default="", help="continuum: point-data arrays stored as node heads")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random train/val/test split")
-    parser.add_argument("--fractions", default="0.8,0.1,0.1", help="train,val,test fractions (default 0.8,0.1,0.1)")
+    parser.add_argument("--fractions", default="0.8,0.1,0.1",
+                        help="train,val,test fractions (default 0.8,0.1,0.1); a fourth number adds a calibration "
+                             "split that select --calibrate fits the uncertainty on, e.g. 0.7,0.1,0.1,0.1")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -73,17 +75,35 @@ def parse_units(values: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def parse_fractions(text: str) -> tuple[float, float, float]:
-    """'0.8,0.1,0.1' -> (0.8, 0.1, 0.1); UserError unless three non-negative numbers summing to 1."""
+def parse_fractions(text: str) -> tuple[float, ...]:
+    """'0.8,0.1,0.1' -> (0.8, 0.1, 0.1); a fourth number is the calibration split's fraction.
+    UserError unless three or four non-negative numbers summing to 1."""
     from hydragnn_ensemble.cli import UserError
 
     try:
         values = tuple(float(part) for part in text.split(","))
     except ValueError:
-        raise UserError(f"--fractions must be three numbers like 0.8,0.1,0.1, got {text!r}") from None
-    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-6:
-        raise UserError(f"--fractions must be three non-negative numbers summing to 1, got {text!r}")
-    return values  # type: ignore[return-value]
+        raise UserError(f"--fractions must be numbers like 0.8,0.1,0.1 or 0.7,0.1,0.1,0.1, got {text!r}") from None
+    if len(values) not in (3, 4) or min(values) < 0 or abs(sum(values) - 1.0) > 1e-6:
+        raise UserError("--fractions must be three (train,val,test) or four (and calibration) non-negative "
+                        f"numbers summing to 1, got {text!r}")
+    return values
+
+
+def split_with_duplicate_check(graphs: list, splits: dict | None, seed: int,
+                               fractions: tuple[float, ...]) -> dict:
+    """The splits ``write_dataset`` will store, with a warning on stderr for exact duplicate
+    structures across them (:mod:`graph_builders.store.duplicates`)."""
+    import sys
+
+    from graph_builders.store import resolve_splits
+    from graph_builders.store.duplicates import duplicate_warning, duplicates_across_splits
+
+    resolved = resolve_splits(len(graphs), splits, seed, fractions)
+    warning = duplicate_warning(duplicates_across_splits(graphs, resolved), resolved)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return {name: indices.tolist() for name, indices in resolved.items()}
 
 
 def paths(args: argparse.Namespace):
@@ -137,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
         metadata["cutoff"] = args.cutoff
         if args.max_neighbours is not None:
             metadata["max_neighbours"] = args.max_neighbours
-    write_dataset(output, result.graphs, result.heads, metadata=metadata, seed=args.seed, fractions=fractions,
+    splits = split_with_duplicate_check(result.graphs, None, args.seed, fractions)
+    write_dataset(output, result.graphs, result.heads, splits=splits, metadata=metadata, seed=args.seed,
                   progress=not args.no_progress)
     print(f"built {len(result.graphs)} graphs from {good_files} of {result.num_files} files -> {output}")
     print(describe(output))

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (samples and split)")
     parser.add_argument("--elements", default=None, help="alloy only: comma-separated elements, e.g. Cu,Ni,Pd")
     parser.add_argument("--components", default=None, help="alloy only: components per alloy, e.g. 2-3 or 2")
+    parser.add_argument("--fractions", default="0.8,0.1,0.1",
+                        help="train,val,test fractions (default 0.8,0.1,0.1); a fourth number adds a calibration "
+                             "split, e.g. 0.7,0.1,0.1,0.1 (what make demo uses)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     from graph_builders.store import describe, write_dataset
     from hydragnn_ensemble.cli import UserError
+    from hydragnn_ensemble.cli.commands.build_graphs import parse_fractions, split_with_duplicate_check
 
     torch.set_num_threads(1)
     if args.num is not None and args.num < 1:
@@ -55,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind != "alloy" and (args.elements or args.components):
         raise UserError("--elements and --components apply to the alloy dataset only")
     progress = not args.no_progress
+    fractions = parse_fractions(args.fractions)
     kwargs: dict[str, object] = {"seed": args.seed, "progress": progress}
     if args.num is not None:
         kwargs["num_structures" if args.kind == "alloy" else "num_samples"] = args.num
@@ -73,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # bad elements / components etc. are the user's to fix
         raise UserError(str(exc)) from exc
     metadata = {**labelled.metadata, "dataset": labelled.name, "seed": args.seed, "created_by": "demo-data"}
-    write_dataset(args.output, labelled.graphs, labelled.heads, splits=labelled.splits, metadata=metadata,
+    splits = split_with_duplicate_check(list(labelled.graphs), labelled.splits, args.seed, fractions)
+    write_dataset(args.output, labelled.graphs, labelled.heads, splits=splits, metadata=metadata,
                   seed=args.seed, progress=progress)
     print(describe(args.output))
     return 0

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dataset for greedy selection and calibration (default: the campaign's)")
     parser.add_argument("--calibrate", action="store_true",
                         help="fit the uncertainty model (latent distances and input domain on the trainset, "
-                             "term weights on the valset), report the testset")
+                             "term weights on the calset, or the valset when the data has none), report the testset")
     parser.add_argument("--no-plots", action="store_true", help="with --calibrate: no PNG plots")
     parser.add_argument("--batch-size", type=int, default=32,
                         help="structures per forward pass in greedy selection and calibration (default 32)")
