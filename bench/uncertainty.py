@@ -10,16 +10,21 @@ one run three ensembles of K members, each with the same calibration pipeline of
 * ``ours``: members chosen for diverse errors (``--method diverse``) with the distance-aware,
   calibrated uncertainty model (:mod:`ensemble.uncertainty`) and the applicability domain.
 
-Test sets: held-out binaries/ternaries (``in_distribution``: the dataset's test split plus as many
-new structures of the same generator) and the shifts of
+Data: the training store has four splits (train, val, test and ``calset``, 70/10/10/10): members
+are trained and early-stopped on train/val and chosen on val; the uncertainty model is fitted on
+``calset``. Test sets (none of them the store's own split): fresh random alloys of the same
+generator (``in_distribution``), its ideal, relaxed and ordered cells as rows of their own, random
+cells of 108-256 atoms (``large_cells``), and the shifts of
 :mod:`graph_builders.datasets.alloy_shifts` (other lattices, vacancies, surfaces, compression,
-shear, more components, unseen elements Pt and Al); none of them is used to fit anything: every
-fitted quantity (distance models, calibration) sees the training and validation splits only.
+uniform tension and compression of 4-8%, shear, more components, unseen elements Pt and Al); none
+of them is used to fit anything.
 
-Per set and ensemble: MAE, RMSE, mean std, RMSE and std relative to in distribution, 68/95%
-coverage, ZMS (mean squared z-score), NLL, in-domain fraction; pooled: Spearman(|err|, std),
-AUROC of the std for errors > 3x the in-distribution MAE, miscalibration area; plus the cost of
-the distance term relative to the ensemble's forward pass.
+Per set and ensemble: MAE, RMSE, mean std, RMSE / mean std, RMSE and std relative to in
+distribution, 68/95% coverage, ZMS (mean squared z-score), NLL, in-domain fraction; pooled:
+Spearman(|err|, std), AUROC of the std for errors > 3x the in-distribution MAE (over all rows and
+inside the structures flagged out of domain), miscalibration area; the cost of the uncertainty
+(input checks and latent distances) relative to the members' forward pass; and a line with issue
+#24's goals, each met or not.
 
     python -m bench.uncertainty [--workdir DIR] [--train 600] [--epochs 20] [--json out.json]
 

@@ -38,7 +38,7 @@ from ensemble.metrics import (  # re-exported: the calibration API of earlier ve
     spearman,
 )
 from ensemble.predictor import EnsemblePredictor, graph_index, member_prefix, node_elements, read_split, split_targets
-from ensemble.uncertainty import HeadUncertainty, fit_head, fit_scale_response
+from ensemble.uncertainty import HeadUncertainty, fit_head, fit_strain_response
 
 UNCERTAINTY_FILE = "uncertainty.npz"
 #: fewer structures than this in a split that fits or reports the uncertainty model get a warning:
@@ -105,24 +105,24 @@ def _fit_references(predictor: EnsemblePredictor, graphs: list) -> tuple[dict[in
     return latent, InputDomain.fit(graphs, predictor.cutoff)
 
 
-def _scale_responses(predictor: EnsemblePredictor, reference: list,
-                     train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
-    """Per graph head, how its training targets move with the scale residual
-    (:func:`~ensemble.uncertainty.fit_scale_response`; composition as covariates)."""
+def _strain_responses(predictor: EnsemblePredictor, reference: list,
+                      train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """Per graph head, how its training targets move with the strain descriptors
+    (:func:`~ensemble.uncertainty.fit_strain_response`; composition as covariates)."""
     from ensemble.domain import composition_features
 
     domain = predictor.domain
     if domain is None or not domain.scale_coef:
         return {}
     ptr = np.concatenate([[0], np.cumsum([g.num_nodes for g in reference])])
-    scale = domain.check(reference).graph_scale(ptr)
-    if scale is None:
+    strain = domain.check(reference).graph_strain(ptr)
+    if strain is None:
         return {}
     covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
     out = {}
     for head in predictor.heads:
         if head.level == "graph" and head.name in train_targets:
-            response = fit_scale_response(scale, covariates, train_targets[head.name])
+            response = fit_strain_response(strain, covariates, train_targets[head.name])
             if response is not None:
                 out[head.name] = response
     return out
@@ -178,7 +178,7 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     reference = read_split(dataset, reference_split)
     predictor.latent, predictor.domain = _fit_references(predictor, reference)
     train_targets = split_targets(reference, predictor.heads)
-    responses = _scale_responses(predictor, reference, train_targets)
+    responses = _strain_responses(predictor, reference, train_targets)
     fit_graphs = read_split(dataset, fit_split)
     fit_y = split_targets(fit_graphs, predictor.heads)
     fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,

@@ -13,7 +13,7 @@ For each head ``h`` with member predictions ``p_k``, member weights ``u_k`` and 
   larger of its graph distance and the mean of its nodes'), and the input-domain check
   (:mod:`ensemble.domain`);
 * the std from the head's uncertainty model (:mod:`ensemble.uncertainty`), its terms kept apart
-  (``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``scale``).
+  (``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain``).
 
 Without a fitted model (an uncalibrated ensemble) the std is the mixture's:
 ``sqrt(epistemic + aleatoric)``.
@@ -54,7 +54,7 @@ class HeadPrediction:
     """One head over all inputs. Graph heads: ``rows`` = graphs; node heads: ``rows`` = all nodes.
 
     ``parts`` holds each uncertainty term's share of the std (``std^2`` is the sum of their
-    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``scale`` (see
+    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain`` (see
     :mod:`ensemble.uncertainty`)."""
 
     head: HeadSpec
@@ -118,15 +118,15 @@ def _row_distances(obs: Observation, idx: list[int], u: np.ndarray, level: str) 
 
 
 def _domain_rows(obs: Observation, level: str) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """(share outside, outside, scale residual) per row: a graph row's share is the fraction of its
-    atoms outside, and it is outside by the rule of :mod:`ensemble.domain` (its reasons)."""
+    """(weight outside, outside, strain descriptors) per row: a graph row's weight is the mean of its
+    atoms' (:attr:`~ensemble.domain.DomainCheck.node_outside_weight`), and it is outside by the rule
+    of :mod:`ensemble.domain` (its reasons)."""
     if obs.domain is None:
         return None, None, None
     if level == "node":
-        node_outside = obs.domain.node_outside
-        return node_outside.astype(np.float64), node_outside, obs.domain.node_scale
+        return obs.domain.node_outside_weight, obs.domain.node_outside, obs.domain.node_strain
     outside = np.array([bool(r) for r in obs.domain.reasons])
-    return obs.domain.outside_fraction(obs.node_ptr), outside, obs.domain.graph_scale(obs.node_ptr)
+    return obs.domain.outside_weight(obs.node_ptr), outside, obs.domain.graph_strain(obs.node_ptr)
 
 
 @dataclass
@@ -160,8 +160,8 @@ def head_inputs(heads: HeadRegistry, member_ids: Sequence[int], weights: Sequenc
         if var_idx:
             wv = u[var_idx] / u[var_idx].sum()
             alea_var = np.tensordot(wv, np.stack([preds[idx[j]][head.name + VARIANCE_SUFFIX] for j in var_idx]), axes=1)
-        share, outside, scale = _domain_rows(obs, head.level)
-        terms = TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), share, outside, scale)
+        weight, outside, strain = _domain_rows(obs, head.level)
+        terms = TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), weight, outside, strain)
         out[head.name] = HeadInputs(mean, stack, w, [int(member_ids[k]) for k in idx], terms)
     return out
 
@@ -200,5 +200,5 @@ def _graph_domain(obs: Observation, distance: np.ndarray | None,
     if distance is not None and limit is not None:
         for g, d in enumerate(distance):
             if d > limit:
-                reasons[g].append(f"latent distance {d:.3g} beyond the validation data's {limit:.3g}")
+                reasons[g].append(f"latent distance {d:.3g} beyond the calibration data's {limit:.3g}")
     return np.array([not r for r in reasons]), reasons

@@ -16,17 +16,22 @@
   element fractions: Vegard's law in the logarithm), the residual's 0.05% and 99.95% quantiles and its standard deviation. A cell
   stretched or compressed uniformly beyond what the training cells spanned puts its nodes outside;
   how far, in standard deviations beyond the range, is the node's *scale excess* (outside when
-  above :data:`SCALE_TOLERANCE`).
+  above :data:`SCALE_TOLERANCE`);
+* the *shape* of the first shell: the spread (standard deviation) of each node's first-shell
+  distance ratios ``r / r0`` (below ``SHELL_EDGES[1]``), its range and standard deviation in the
+  training nodes: a shear or a strong distortion beyond what the training cells had widens it.
+  Scale residual and shape are the node's two *strain descriptors*; each is checked like the scale.
 
 Aggregation (the rule, per structure): an atom is outside when its element is unknown, a feature or
-a shell is outside its range, or its scale is. A structure is outside the domain when it holds an
+a shell is outside its range, or a strain descriptor is. A structure is outside the domain when it holds an
 element the training never saw or at least :data:`OUTSIDE_FRACTION` of its atoms are outside, so
 one atom at the edge of the envelope in a 300-atom cell does not flag the cell (a random alloy of
 300 atoms has on average about one such atom) and a cell mostly outside does.
 
 :meth:`InputDomain.check` returns, per graph, the reasons it is outside (empty: inside) and, per
 node, its *excess* (how many neighbours it has beyond the envelope, summed over the bins), its
-scale residual and scale excess, and whether it is outside.
+first-shell *deficit* (nearest neighbours missing below the envelope: broken bonds), its strain
+descriptors and their excess, and whether it is outside.
 """
 
 from __future__ import annotations
@@ -44,9 +49,11 @@ from graph_builders.schema import edge_vectors
 
 SHELL_EDGES: tuple[float, ...] = (0.0, 1.2, 1.68, 1.85, 2.1)
 NEAREST_FOR_SCALE = 6
+#: the strain descriptors, in the order of the arrays that hold them
+STRAIN_DESCRIPTORS: tuple[str, ...] = ("scale", "shape")
 ENVELOPE_QUANTILE = 0.0005
-#: a node's scale is outside when its residual lies beyond the training range by more than this many
-#: standard deviations of the training residual (the range's ends are single extreme nodes)
+#: a node's strain descriptor is outside when it lies beyond the training range by more than this many
+#: standard deviations of the training nodes' (the range's ends are single extreme nodes)
 SCALE_TOLERANCE = 1.0
 #: a structure with at least this fraction of its atoms outside the envelopes is outside the domain
 OUTSIDE_FRACTION = 0.1
@@ -93,6 +100,23 @@ def _shells(n: int, centre: np.ndarray, length: np.ndarray, r0: np.ndarray, cuto
     return out
 
 
+def first_shell_spread(n: int, centre: np.ndarray, length: np.ndarray, r0: np.ndarray,
+                       first: float = SHELL_EDGES[1]) -> np.ndarray:
+    """[n] the standard deviation of each node's first-shell distance ratios ``r / r0`` (the
+    edges with a ratio below ``first``); NaN for a node with fewer than two."""
+    if len(length) == 0:
+        return np.full(n, np.nan)
+    ratio = length / r0[centre]
+    keep = ratio < first
+    count = np.bincount(centre[keep], minlength=n).astype(np.float64)
+    total = np.bincount(centre[keep], ratio[keep], minlength=n)
+    squares = np.bincount(centre[keep], ratio[keep] ** 2, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        var = np.maximum(squares / count - mean * mean, 0.0)
+    return np.where(count >= 2, np.sqrt(var), np.nan)
+
+
 def composition_features(z: np.ndarray, graph_of: np.ndarray, num_graphs: int, elements: Sequence[int]) -> np.ndarray:
     """``[num_graphs, E]``: each graph's fraction of every element of ``elements`` (atoms of other
     elements are left out of the count)."""
@@ -110,14 +134,24 @@ class DomainCheck:
     reasons: list[list[str]]  # per graph
     node_excess: np.ndarray  # [num_nodes] neighbours beyond the shell envelope
     node_unknown: np.ndarray  # [num_nodes] bool: element or feature outside the training range
-    node_scale: np.ndarray | None = None  # [num_nodes] log r0 residual (NaN: no neighbours)
-    node_scale_excess: np.ndarray | None = None  # [num_nodes] standard deviations beyond its range
+    node_strain: np.ndarray | None = None  # [num_nodes, 2] scale residual, shape (NaN: not known)
+    node_strain_excess: np.ndarray | None = None  # [num_nodes, 2] standard deviations beyond the range
+    node_deficit: np.ndarray | None = None  # [num_nodes] first-shell neighbours below the envelope
 
     @property
     def node_outside(self) -> np.ndarray:
-        """[num_nodes] bool: the node fails any check (element, feature, shells, scale)."""
+        """[num_nodes] bool: the node fails any check (element, feature, shells, strain)."""
         out = self.node_unknown | (self.node_excess > 0)
-        return out if self.node_scale_excess is None else out | (self.node_scale_excess > SCALE_TOLERANCE)
+        if self.node_strain_excess is None:
+            return out
+        return out | (self.node_strain_excess > SCALE_TOLERANCE).any(axis=1)
+
+    @property
+    def node_outside_weight(self) -> np.ndarray:
+        """[num_nodes] 0 inside; ``1 + deficit`` outside (each missing nearest neighbour, a broken
+        bond the training never showed, adds one prior std to the atom's)."""
+        deficit = np.zeros(len(self.node_excess)) if self.node_deficit is None else self.node_deficit
+        return np.where(self.node_outside, 1.0 + deficit, 0.0)
 
     def graph_excess(self, node_ptr: np.ndarray) -> np.ndarray:
         """Mean node excess per graph."""
@@ -127,15 +161,23 @@ class DomainCheck:
         """Fraction of each graph's atoms outside (see :attr:`node_outside`)."""
         return _graph_mean(self.node_outside.astype(np.float64), node_ptr)
 
-    def graph_scale(self, node_ptr: np.ndarray) -> np.ndarray | None:
-        """Mean scale residual per graph (nodes without neighbours left out; NaN when none has)."""
-        if self.node_scale is None:
+    def outside_weight(self, node_ptr: np.ndarray) -> np.ndarray:
+        """Mean of :attr:`node_outside_weight` per graph."""
+        return _graph_mean(self.node_outside_weight, node_ptr)
+
+    def graph_strain(self, node_ptr: np.ndarray) -> np.ndarray | None:
+        """[num_graphs, 2] mean strain descriptors per graph (nodes without them left out; NaN when
+        none has them)."""
+        if self.node_strain is None:
             return None
-        known = np.isfinite(self.node_scale)
-        total = _graph_mean(np.where(known, self.node_scale, 0.0), node_ptr)
-        share = _graph_mean(known.astype(np.float64), node_ptr)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(share > 0, total / share, np.nan)
+        known = np.isfinite(self.node_strain)
+        columns = []
+        for d in range(self.node_strain.shape[1]):
+            total = _graph_mean(np.where(known[:, d], self.node_strain[:, d], 0.0), node_ptr)
+            share = _graph_mean(known[:, d].astype(np.float64), node_ptr)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                columns.append(np.where(share > 0, total / share, np.nan))
+        return np.stack(columns, axis=1)
 
 
 def _graph_mean(values: np.ndarray, node_ptr: np.ndarray) -> np.ndarray:
@@ -156,9 +198,9 @@ class InputDomain:
     shell_low: list[float] = field(default_factory=list)
     shell_high: list[float] = field(default_factory=list)
     scale_coef: list[float] = field(default_factory=list)  # log r0 = composition_features @ coef
-    scale_low: float | None = None  # residual range of the training nodes
-    scale_high: float | None = None
-    scale_sd: float | None = None  # the residual's standard deviation: the unit of the scale excess
+    strain_low: list[float] = field(default_factory=list)  # per strain descriptor: the training nodes' range
+    strain_high: list[float] = field(default_factory=list)
+    strain_sd: list[float] = field(default_factory=list)  # their standard deviations: the unit of the excess
 
     def __post_init__(self) -> None:
         # a bin no training node could count (censored by the cutoff everywhere) has no upper bound;
@@ -184,11 +226,13 @@ class InputDomain:
                      shell_low=np.nan_to_num(low, nan=0.0).tolist(),
                      shell_high=np.nan_to_num(high, nan=np.inf).tolist())
         if len(zs) == len(graphs) and elements:
-            domain._fit_scale(graphs, np.concatenate([geo[2] for geo in geometry]))
+            shape = np.concatenate([first_shell_spread(g.num_nodes, *geo) for g, geo in zip(graphs, geometry)])
+            domain._fit_strain(graphs, np.concatenate([geo[2] for geo in geometry]), shape)
         return domain
 
-    def _fit_scale(self, graphs: Sequence[Data], r0: np.ndarray) -> None:
-        """The scale model (coefficients, residual range and sd) from the training nodes' ``r0``."""
+    def _fit_strain(self, graphs: Sequence[Data], r0: np.ndarray, shape: np.ndarray) -> None:
+        """The scale model (coefficients) and both strain descriptors' range and sd, from the
+        training nodes' ``r0`` and first-shell spread."""
         sizes = np.array([g.num_nodes for g in graphs])
         graph_of = np.repeat(np.arange(len(graphs)), sizes)
         features = composition_features(np.concatenate([g.z.numpy() for g in graphs]), graph_of, len(graphs),
@@ -201,11 +245,11 @@ class InputDomain:
         share = _graph_mean(known.astype(np.float64), np.concatenate([[0], np.cumsum(sizes)]))
         rows = share > 0
         coef = np.linalg.lstsq(features[rows], mean_log[rows] / share[rows], rcond=None)[0]
-        residual = (log_r0 - features[graph_of] @ coef)[known]
         self.scale_coef = coef.tolist()
-        self.scale_low = float(np.quantile(residual, ENVELOPE_QUANTILE))
-        self.scale_high = float(np.quantile(residual, 1 - ENVELOPE_QUANTILE))
-        self.scale_sd = float(max(np.std(residual), 1e-6))
+        for values in ((log_r0 - features[graph_of] @ coef)[known], shape[np.isfinite(shape)]):
+            self.strain_low.append(float(np.quantile(values, ENVELOPE_QUANTILE)) if len(values) else 0.0)
+            self.strain_high.append(float(np.quantile(values, 1 - ENVELOPE_QUANTILE)) if len(values) else 0.0)
+            self.strain_sd.append(float(max(np.std(values), 1e-6)) if len(values) else 1.0)
 
     def check(self, graphs: Sequence[Data]) -> DomainCheck:
         """The reasons per graph and what each node contributed (see :class:`DomainCheck` and the
@@ -248,16 +292,20 @@ class InputDomain:
         for g in np.flatnonzero(flagged):
             details[g].append(f"{int(flagged[g])} with neighbour shells outside the training envelope "
                               f"({mean_over[g]:.2g} neighbours per atom beyond it)")
-        scale, scale_excess = self._scale(zz, graph_of, len(graphs), r0)
-        check = DomainCheck(reasons, over, unknown, scale, scale_excess)
-        if scale_excess is not None:
-            beyond = np.bincount(graph_of, scale_excess > SCALE_TOLERANCE, minlength=len(graphs))
-            for g in np.flatnonzero(beyond):
-                rows = (graph_of == g) & (scale_excess > SCALE_TOLERANCE)
-                shift = 100 * np.expm1(np.median(scale[rows]) - (self.scale_high if np.median(scale[rows]) > 0
-                                                                  else self.scale_low))
-                details[g].append(f"{int(beyond[g])} with nearest-neighbour distances {shift:+.1f}% beyond the "
-                                  "training range for their composition")
+        deficit = np.nan_to_num(np.maximum(low[0] - shells[:, 0], 0.0), nan=0.0)
+        strain, strain_excess = self._strain(zz, graph_of, len(graphs), batch.num_nodes, centre, length, r0)
+        check = DomainCheck(reasons, over, unknown, strain, strain_excess, deficit)
+        if strain_excess is not None:
+            for d, name in enumerate(STRAIN_DESCRIPTORS):
+                beyond_rows = strain_excess[:, d] > SCALE_TOLERANCE
+                beyond = np.bincount(graph_of, beyond_rows, minlength=len(graphs))
+                for g in np.flatnonzero(beyond):
+                    value = float(np.median(strain[(graph_of == g) & beyond_rows, d]))
+                    edge = self.strain_high[d] if value > self.strain_high[d] else self.strain_low[d]
+                    details[g].append(f"{int(beyond[g])} with nearest-neighbour distances {100 * np.expm1(value - edge):+.1f}% "
+                                      "beyond the training range for their composition" if name == "scale" else
+                                      f"{int(beyond[g])} with a first shell distorted beyond the training range "
+                                      f"(spread {value:.3f} of the distance, training up to {self.strain_high[d]:.3f})")
         fraction = check.outside_fraction(node_ptr)
         counts = np.bincount(graph_of, check.node_outside, minlength=len(graphs))
         for g in np.flatnonzero(fraction >= OUTSIDE_FRACTION):
@@ -265,16 +313,23 @@ class InputDomain:
                               + "; ".join(details[g]))
         return check
 
-    def _scale(self, z: np.ndarray | None, graph_of: np.ndarray, num_graphs: int,
-               r0: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Per node: the scale residual and its excess in standard deviations (None: no scale model)."""
-        if z is None or not self.scale_coef or self.scale_sd is None:
+    def _strain(self, z: np.ndarray | None, graph_of: np.ndarray, num_graphs: int, n: int, centre: np.ndarray,
+                length: np.ndarray, r0: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Per node: the strain descriptors ``[n, 2]`` and their excess in standard deviations
+        (None: no strain model)."""
+        if z is None or not self.scale_coef or len(self.strain_sd) != len(STRAIN_DESCRIPTORS):
             return None, None
         features = composition_features(z, graph_of, num_graphs, self.elements)
         with np.errstate(divide="ignore", invalid="ignore"):
             residual = np.log(r0) - features[graph_of] @ np.asarray(self.scale_coef)
-        beyond = np.maximum(residual - self.scale_high, 0.0) + np.maximum(self.scale_low - residual, 0.0)
-        return residual, np.nan_to_num(beyond / self.scale_sd, nan=0.0)
+        # a structure with an element the training never saw has no expected scale (the element
+        # check flags it): its residual is unknown, not the distance of a composition missing it
+        unseen = np.bincount(graph_of, ~np.isin(z, self.elements), minlength=num_graphs) > 0
+        residual[unseen[graph_of]] = np.nan
+        strain = np.stack([residual, first_shell_spread(n, centre, length, r0)], axis=1)
+        low, high, sd = (np.asarray(v)[None, :] for v in (self.strain_low, self.strain_high, self.strain_sd))
+        beyond = np.maximum(strain - high, 0.0) + np.maximum(low - strain, 0.0)
+        return strain, np.nan_to_num(beyond / sd, nan=0.0)
 
 
 def _symbol(z: int, symbols: Sequence[str]) -> str:

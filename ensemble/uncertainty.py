@@ -20,20 +20,23 @@ not fitted but a rule for inputs outside the training inputs.
   data within the training data's typical distances (an input identical to a training input
   still has the model's training error, not none), growing linearly with the distance beyond;
 * :class:`OutOfDomainTerm` (weight fixed at 1): ``var_train * s(x)^2`` with ``var_train`` the
-  variance of the head's training targets and ``s`` the share of the row that lies outside the
-  training inputs (:mod:`ensemble.domain`): for a graph row the fraction of its atoms outside (an
-  unseen element, a feature, a neighbour shell or the scale outside the training range; their
-  errors taken as fully correlated, so the graph's std is the mean of its atoms'), 1 for an atom
-  outside, and 1 for a row whose latent distance is beyond ``distance_limit`` (the 99th percentile
-  of the calibration rows'): without data, an atom's prediction is worth no more than the spread
-  of the targets, and one atom of 300 moves a per-atom quantity by 1/300 of that;
-* :class:`ScaleTerm` (weight fixed at 1, graph heads): ``delta(x)^2``, the change of the head's
-  target between the edge of the training data's scale range and the row's scale (its atoms'
-  mean ``log r0`` residual, :mod:`ensemble.domain`), from a quadratic in that residual fitted on
-  the training split with the composition as covariates. A uniformly stretched or compressed cell
-  is predicted about as the nearest training cells were; the fitted curve says how much the
-  target moves beyond them (zero inside the range), so the std grows with how far out the cell is,
-  in the head's unit.
+  variance of the head's training targets and ``s`` the row's weight outside the training inputs
+  (:mod:`ensemble.domain`): each atom outside (an unseen element, a feature, a neighbour shell or a
+  strain descriptor outside the training range) weighs ``1 + its missing nearest neighbours``; a
+  graph row takes the mean over its atoms (their errors taken as fully correlated, so the graph's
+  std is the mean of its atoms'), a node row its atom's; a row whose latent distance is beyond
+  ``distance_limit`` (:func:`distance_limit`: the 99th percentile of a log-normal fitted to the
+  calibration rows' distances) weighs at least 1: without
+  data, an atom's prediction is worth no more than the spread of the targets, a broken bond adds
+  as much again, and one atom of 300 moves a per-atom quantity by 1/300 of that;
+* :class:`StrainTerm` (weight fixed at 1, graph heads): ``delta(x)^2``, the change of the head's
+  target between the edge of the training data's range of each strain descriptor (its atoms' mean
+  ``log r0`` residual and first-shell spread, :mod:`ensemble.domain`) and the row's value, from a
+  quadratic in each descriptor fitted on the training split with the composition as covariates,
+  extended beyond the range along its tangent at the edge (the curve is known inside the range
+  only). A uniformly stretched, compressed or sheared cell is predicted about as the nearest
+  training cells were; the fitted curves say how much the target moves beyond them (zero inside
+  the ranges), so the std grows with how far out the cell is, in the head's unit.
 
 An input is *in domain* when it passes the input checks (the rule of :mod:`ensemble.domain`) and
 its latent distance is within the limit.
@@ -61,9 +64,9 @@ class TermInputs:
     epistemic_var: np.ndarray
     aleatoric_var: np.ndarray | None
     distance: np.ndarray | None  # latent distance (None: no latent reference stored)
-    outside_share: np.ndarray | None  # share of the row's atoms outside the training inputs
-    outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, scale)
-    scale: np.ndarray | None = None  # the row's log r0 residual (graph rows: its atoms' mean; NaN: none)
+    outside_share: np.ndarray | None  # the row's weight outside the training inputs (see OutOfDomainTerm)
+    outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, strain)
+    strain: np.ndarray | None = None  # [rows, 2] strain descriptors (graph rows: their atoms' mean; NaN: none)
 
 
 class UncertaintyTerm(ABC):
@@ -138,8 +141,8 @@ class DistanceTerm(UncertaintyTerm):
 
 
 class OutOfDomainTerm(UncertaintyTerm):
-    """``var_train * s^2`` with ``s`` the share of the row outside the training inputs, 1 beyond
-    the latent distance limit (a rule: weight 1; see the module docstring)."""
+    """``var_train * s^2`` with ``s`` the row's weight outside the training inputs, at least 1
+    beyond the latent distance limit (a rule: weight 1; see the module docstring)."""
 
     name = "domain"
     fitted = False
@@ -160,47 +163,55 @@ class OutOfDomainTerm(UncertaintyTerm):
         if share is None:
             share = np.zeros(len(beyond))
         if beyond is not None:
-            share = np.where(beyond, 1.0, share)
+            share = np.where(beyond, np.maximum(share, 1.0), share)
         return (share ** 2)[:, None] * self.prior_variance[None, :]
 
 
-class ScaleTerm(UncertaintyTerm):
-    """``delta^2``: the fitted change of the target beyond the training scale range (a rule: weight
-    1; see the module docstring)."""
+class StrainTerm(UncertaintyTerm):
+    """``delta^2``: the fitted change of the target beyond the training range of each strain
+    descriptor (a rule: weight 1; see the module docstring)."""
 
-    name = "scale"
+    name = "strain"
     fitted = False
 
-    def __init__(self, coef: Sequence[Sequence[float]], scale_range: Sequence[float]) -> None:
-        self.coef = np.asarray(coef, dtype=np.float64)  # [dim, 2]: linear and quadratic
-        self.low, self.high = (float(v) for v in scale_range)
+    def __init__(self, coef: Sequence[Sequence[Sequence[float]]], ranges: Sequence[Sequence[float]]) -> None:
+        self.coef = np.asarray(coef, dtype=np.float64)  # [dim, descriptors, 2]: linear, quadratic
+        self.ranges = np.asarray(ranges, dtype=np.float64)  # [descriptors, 2]: low, high
 
     @classmethod
-    def from_model(cls, model: "HeadUncertainty") -> "ScaleTerm | None":
-        return cls(model.scale_coef, model.scale_range) if model.scale_coef and model.scale_range else None
+    def from_model(cls, model: "HeadUncertainty") -> "StrainTerm | None":
+        return cls(model.strain_coef, model.strain_range) if model.strain_coef and model.strain_range else None
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
-        if inputs.scale is None:
+        if inputs.strain is None:
             return None
-        r = np.nan_to_num(np.asarray(inputs.scale, dtype=np.float64), nan=0.5 * (self.low + self.high))
-        edge = np.clip(r, self.low, self.high)
-        delta = (r - edge)[:, None] * self.coef[None, :, 0] + (r * r - edge * edge)[:, None] * self.coef[None, :, 1]
+        low, high = self.ranges[:, 0], self.ranges[:, 1]
+        x = np.asarray(inputs.strain, dtype=np.float64)
+        x = np.where(np.isfinite(x), x, 0.5 * (low + high)[None, :])
+        edge = np.clip(x, low[None, :], high[None, :])
+        # [rows, dim]: sum over descriptors of the fitted curve's tangent at the nearer edge,
+        # (b + 2 c e) (x - e): the curve is known inside the range only
+        slope = self.coef[None, :, :, 0] + 2.0 * self.coef[None, :, :, 1] * edge[:, None, :]  # [rows, dim, D]
+        delta = np.einsum("rkd,rd->rk", slope, x - edge)
         return delta * delta
 
 
-def fit_scale_response(scale: np.ndarray, covariates: np.ndarray,
-                       targets: np.ndarray) -> tuple[list[list[float]], list[float]] | None:
-    """Per component, the linear and quadratic coefficients of ``targets`` ([rows, dim]) in the
-    scale residual ``scale`` ([rows]) with ``covariates`` ([rows, p], the composition) beside them,
-    by least squares on the training rows; and the range of ``scale`` they span. None when fewer
-    than 10 rows have a scale."""
-    known = np.isfinite(scale)
+def fit_strain_response(strain: np.ndarray, covariates: np.ndarray,
+                        targets: np.ndarray) -> tuple[list, list] | None:
+    """Per component, the linear and quadratic coefficients of ``targets`` ([rows, dim]) in each
+    strain descriptor (``strain`` [rows, D]) with ``covariates`` ([rows, p], the composition)
+    beside them, by least squares on the training rows; and each descriptor's range over them.
+    None when fewer than 10 rows have every descriptor."""
+    strain = np.asarray(strain, dtype=np.float64)
+    known = np.isfinite(strain).all(axis=1)
     if known.sum() < 10:
         return None
-    r = scale[known]
-    design = np.hstack([covariates[known], r[:, None], (r * r)[:, None]])
+    x = strain[known]
+    design = np.hstack([covariates[known], x, x * x])
     coef = np.linalg.lstsq(design, np.asarray(targets, dtype=np.float64)[known], rcond=None)[0]
-    return coef[-2:].T.tolist(), [float(r.min()), float(r.max())]
+    d = x.shape[1]
+    linear, quadratic = coef[-2 * d:-d].T, coef[-d:].T  # [dim, D] each
+    return np.stack([linear, quadratic], axis=2).tolist(), np.stack([x.min(0), x.max(0)], axis=1).tolist()
 
 
 def outside_domain(inputs: TermInputs, distance_limit: float | None) -> np.ndarray | None:
@@ -221,8 +232,8 @@ class HeadUncertainty(BaseModel):
     distance_unit_variance: list[float] = Field(default_factory=list)  # per component
     prior_variance: list[float] = Field(default_factory=list)  # per component
     distance_limit: float | None = None  # beyond: out of domain
-    scale_coef: list[list[float]] = Field(default_factory=list)  # per component: linear, quadratic
-    scale_range: list[float] = Field(default_factory=list)  # the training rows' scale residual range
+    strain_coef: list[list[list[float]]] = Field(default_factory=list)  # [dim][descriptor]: linear, quadratic
+    strain_range: list[list[float]] = Field(default_factory=list)  # [descriptor]: the training rows' low, high
 
     def terms(self) -> list[UncertaintyTerm]:
         """Every registered term this model has what it needs for, in registry order."""
@@ -237,7 +248,7 @@ class HeadUncertainty(BaseModel):
 #: The registry of uncertainty terms: name -> class, in the order a head's std sums them (the names
 #: of the ``<head>_<name>_std`` columns of ``predict``).
 UNCERTAINTY_TERMS: dict[str, type[UncertaintyTerm]] = {
-    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, ScaleTerm)}
+    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, StrainTerm)}
 
 
 @dataclass
@@ -268,23 +279,34 @@ def _nll(variance: np.ndarray, err: np.ndarray) -> float:
     return float(np.mean(0.5 * np.log(2 * math.pi * v) + 0.5 * err * err / v))
 
 
+def distance_limit(distances: np.ndarray, quantile: float = DISTANCE_LIMIT_QUANTILE) -> float:
+    """The latent distance beyond which a row is out of domain: the ``quantile`` of a log-normal
+    fitted to the calibration rows' ``distances`` (the empirical 99th percentile of ~100 rows is
+    their second largest: noise, and calibration sets of ideal and ordered cells have shorter
+    tails than new random cells)."""
+    from scipy.stats import norm
+
+    logs = np.log(np.maximum(np.asarray(distances, dtype=np.float64), 1e-12))
+    return float(np.exp(logs.mean() + norm.ppf(quantile) * logs.std()))
+
+
 def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None,
-             scale_response: tuple[list[list[float]], list[float]] | None = None) -> HeadUncertainty:
+             strain_response: tuple[list, list] | None = None) -> HeadUncertainty:
     """Weights minimising the calibration NLL of ``errors`` ([rows, dim], prediction - target).
 
     ``train_targets`` ([rows, dim], the training split's) give the out-of-domain term's variance;
     None leaves that term out. The distance term is used when ``inputs.distance`` is given; the
-    scale term with ``scale_response`` (:func:`fit_scale_response` on the training split)."""
+    strain term with ``strain_response`` (:func:`fit_strain_response` on the training split)."""
     errors = np.asarray(errors, dtype=np.float64)
     mse = np.maximum(np.mean(errors * errors, axis=0), MIN_VARIANCE)
-    limit = None if inputs.distance is None else float(np.quantile(inputs.distance, DISTANCE_LIMIT_QUANTILE))
+    limit = None if inputs.distance is None else distance_limit(inputs.distance)
     draft = HeadUncertainty(
         weights={},
         distance_unit_variance=mse.tolist() if inputs.distance is not None else [],
         prior_variance=(np.var(train_targets, axis=0).tolist() if train_targets is not None else []),
         distance_limit=limit,
-        scale_coef=scale_response[0] if scale_response else [],
-        scale_range=scale_response[1] if scale_response else [],
+        strain_coef=strain_response[0] if strain_response else [],
+        strain_range=strain_response[1] if strain_response else [],
     )
     fitted = [t for t in draft.terms() if t.fitted and t.variance(inputs) is not None
               and float(np.max(t.variance(inputs))) > 0]

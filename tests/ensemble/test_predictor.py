@@ -221,7 +221,7 @@ def test_predict_csv_reports_the_domain_and_the_terms(direct_ensemble, tmp_path,
     assert rows[2]["domain_reasons"].startswith("17 of 31 atom(s) outside the training envelope: 15 with neighbour shells")
     assert "7 with nearest-neighbour distances +2.0% beyond the training range" in rows[2]["domain_reasons"]
     for row in rows:
-        parts = [float(row[f"formation_energy_{t}_std"]) for t in ("epistemic", "aleatoric", "distance", "domain", "scale")]
+        parts = [float(row[f"formation_energy_{t}_std"]) for t in ("epistemic", "aleatoric", "distance", "domain", "strain")]
         assert float(row["formation_energy_std"]) == pytest.approx(np.sqrt(np.sum(np.square(parts))), rel=1e-4)
         assert float(row["latent_distance"]) > 0
     assert float(rows[2]["formation_energy_domain_std"]) > 0 == float(rows[0]["formation_energy_domain_std"])

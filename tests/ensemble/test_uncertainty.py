@@ -20,8 +20,8 @@ from graph_builders.datasets.alloy import generate_alloy_structures
 from graph_builders.datasets.alloy_structures import RANDOM_ONLY
 
 
-def _inputs(n: int, spread: np.ndarray, distance: np.ndarray | None = None, outside=None, share=None, scale=None):
-    return TermInputs(spread[:, None] ** 2, None, distance, share, outside, scale)
+def _inputs(n: int, spread: np.ndarray, distance: np.ndarray | None = None, outside=None, share=None, strain=None):
+    return TermInputs(spread[:, None] ** 2, None, distance, share, outside, strain)
 
 
 def test_fit_recovers_the_factor_of_an_overconfident_spread():
@@ -44,7 +44,8 @@ def test_fit_finds_a_distance_driven_error_and_the_parts_add_up():
     unit = float(np.mean(errors ** 2))
     assert model.weights["distance"] * unit == pytest.approx(0.01, rel=0.05)
     assert model.weights["epistemic"] < 1.0  # the spread explains nothing
-    assert model.distance_limit == pytest.approx(np.quantile(distance, 0.99))
+    logs = np.log(distance)
+    assert model.distance_limit == pytest.approx(np.exp(logs.mean() + 2.3263 * logs.std()), rel=1e-4)
     far = combine_terms(model, _inputs(3, np.full(3, 1e-3), np.array([0.0, 1.0, 10.0])))
     assert far.std[2, 0] / far.std[1, 0] == pytest.approx(10.0, rel=0.01)
     assert far.std[0, 0] == pytest.approx(far.std[1, 0])  # a training input keeps the error level
@@ -57,7 +58,7 @@ def test_out_of_domain_rule_and_old_std_scales():
                      outside=np.array([False, False, False, True]), share=np.array([0.0, 0.0, 0.05, 0.8]))
     out = combine_terms(model, inputs)
     # in: 2 x spread; beyond the latent limit: spread inflated by d=3 and the whole prior (0.5);
-    # a share s of the atoms outside: + (0.5 s)^2, whether or not the row is flagged
+    # a weight s outside (atoms outside, broken bonds): + (0.5 s)^2, whether or not the row is flagged
     np.testing.assert_allclose(out.std[:, 0], np.sqrt([4.0, 36.0 + 0.25, 4.0 + 0.25 * 0.05 ** 2,
                                                        4.0 + 0.25 * 0.8 ** 2]))
     np.testing.assert_allclose(out.parts["domain"][:, 0], [0.0, 0.5, 0.025, 0.4])
@@ -65,23 +66,26 @@ def test_out_of_domain_rule_and_old_std_scales():
     np.testing.assert_allclose(combine_terms(old, _inputs(3, np.ones(3))).std, 1.5)
 
 
-def test_scale_term_is_the_fitted_change_beyond_the_training_range():
-    """Targets quadratic in the scale residual (plus a composition offset): the fitted term is 0
-    inside the training range and the target's change from the nearer edge outside it."""
-    from ensemble.uncertainty import fit_scale_response
+def test_strain_term_is_the_fitted_change_beyond_the_training_range():
+    """Targets quadratic in two strain descriptors (plus a composition offset): the fitted term is
+    0 inside the training ranges and, outside them, the change along the curve's tangent at the
+    nearer edge."""
+    from ensemble.uncertainty import fit_strain_response
 
     rng = np.random.default_rng(4)
     r = rng.uniform(-0.03, 0.03, 400)
+    shape = rng.uniform(0.0, 0.02, 400)
     composition = rng.dirichlet(np.ones(3), 400)
-    y = (composition @ np.array([0.1, -0.2, 0.05]) + 2.0 * r + 50.0 * r * r)[:, None]
-    coef, span = fit_scale_response(r, composition, y)
-    np.testing.assert_allclose(coef, [[2.0, 50.0]], rtol=1e-6)
-    model = HeadUncertainty(weights={"epistemic": 1.0}, scale_coef=coef, scale_range=span)
-    test_r = np.array([0.0, span[1], 0.06, -0.06, np.nan])
-    out = combine_terms(model, _inputs(5, np.full(5, 1e-3), scale=test_r))
-    delta = lambda x, e: 2.0 * (x - e) + 50.0 * (x * x - e * e)  # noqa: E731
-    np.testing.assert_allclose(out.parts["scale"][:, 0], [0.0, 0.0, abs(delta(0.06, span[1])),
-                                                         abs(delta(-0.06, span[0])), 0.0], atol=1e-9)
+    y = (composition @ np.array([0.1, -0.2, 0.05]) + 2.0 * r + 50.0 * r * r + 30.0 * shape ** 2)[:, None]
+    coef, ranges = fit_strain_response(np.stack([r, shape], axis=1), composition, y)
+    np.testing.assert_allclose(coef, [[[2.0, 50.0], [0.0, 30.0]]], atol=1e-6)
+    model = HeadUncertainty(weights={"epistemic": 1.0}, strain_coef=coef, strain_range=ranges)
+    test = np.array([[0.0, 0.01], [ranges[0][1], 0.01], [0.06, 0.01], [-0.06, 0.01], [0.0, 0.05], [np.nan, np.nan]])
+    out = combine_terms(model, _inputs(6, np.full(6, 1e-3), strain=test))
+    delta = lambda x, e, b, c: (b + 2 * c * e) * (x - e)  # noqa: E731  (the tangent at the edge)
+    np.testing.assert_allclose(out.parts["strain"][:, 0], [
+        0.0, 0.0, abs(delta(0.06, ranges[0][1], 2.0, 50.0)), abs(delta(-0.06, ranges[0][0], 2.0, 50.0)),
+        abs(delta(0.05, ranges[1][1], 0.0, 30.0)), 0.0], atol=1e-6)
 
 
 def _fcc_training_graphs(n: int = 30) -> list:
@@ -112,17 +116,22 @@ def test_input_domain_flags_vacancies_surfaces_other_lattices_and_new_elements()
     excess = check.graph_excess(ptr)
     assert excess[0] == 0 and 0 < excess[1] < excess[2] < excess[3]
     assert check.node_unknown[ptr[4]] and not check.node_unknown[ptr[4] + 1:].any()
+    # the vacancy's 12 neighbours miss one nearest neighbour each (a broken bond: weight 2 each)
+    deficit = check.node_deficit[ptr[1]:ptr[2]]
+    assert sorted(deficit.tolist()) == [0.0] * 19 + [1.0] * 12
+    assert check.outside_weight(ptr)[1] == pytest.approx(check.node_outside_weight[ptr[1]:ptr[2]].mean())
 
 
 def test_uniform_strain_is_outside_and_one_edge_atom_does_not_flag_a_large_cell():
     """The shells are scale-free; the scale check is not: a cell stretched 8% or compressed 10% is
-    outside, most atoms of it (the training cells span -5.6% to +4.1% around Vegard's law: random
+    outside, most atoms of it, and so is a cell sheared 15% (its first shell spreads beyond the
+    training cells'); the training cells span -5.6% to +4.1% around Vegard's law (random
     strains up to 3% per component, relaxed cells and ordered phases at their EMT volume). A 256-atom
     cell with one atom pushed to the envelope's edge is inside; its share outside is 1/256."""
     structures, _ = generate_alloy_structures(40, elements=("Cu", "Ni", "Au"), components=(2, 3), sizes=(32,),
                                               seed=3)
     domain = InputDomain.fit([atoms_to_graph(a, cutoff=5.0) for a in structures], 5.0)
-    assert len(domain.scale_coef) == 3 and domain.scale_low < 0 < domain.scale_high
+    assert len(domain.scale_coef) == 3 and domain.strain_low[0] < 0 < domain.strain_high[0]
     fresh, _ = generate_alloy_structures(6, elements=("Cu", "Ni", "Au"), components=(2, 3), sizes=(32,),
                                          seed=11, mix=RANDOM_ONLY)
     graphs = [atoms_to_graph(a, cutoff=5.0) for a in fresh]
@@ -130,6 +139,10 @@ def test_uniform_strain_is_outside_and_one_edge_atom_does_not_flag_a_large_cell(
         strained = fresh[0].copy()
         strained.set_cell(strained.cell.array * factor, scale_atoms=True)
         graphs.append(atoms_to_graph(strained, cutoff=5.0))
+    sheared = fresh[1].copy()
+    sheared.set_cell(sheared.cell.array @ (np.eye(3) + 0.15 * np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]])),
+                     scale_atoms=True)
+    graphs.append(atoms_to_graph(sheared, cutoff=5.0))
     big, _ = generate_alloy_structures(1, elements=("Cu", "Ni", "Au"), components=(2, 2), sizes=(256,), seed=5,
                                        mix=RANDOM_ONLY)
     lone = big[0].copy()
@@ -141,9 +154,10 @@ def test_uniform_strain_is_outside_and_one_edge_atom_does_not_flag_a_large_cell(
     assert all(r == [] for r in check.reasons[:6])  # fresh cells of the training generator: inside
     for g in (6, 7):  # the atoms' rattle leaves a few within one sd of the range's end
         assert share[g] > 0.5 and "nearest-neighbour distances" in check.reasons[g][0]
-    scale = check.graph_scale(ptr)
-    assert scale[6] > domain.scale_high and scale[7] < domain.scale_low
-    assert check.reasons[8] == [] and 0 < share[8] <= 13 / 256  # the atom and at most its 12 neighbours
+    strain = check.graph_strain(ptr)
+    assert strain[6, 0] > domain.strain_high[0] and strain[7, 0] < domain.strain_low[0]
+    assert strain[8, 1] > domain.strain_high[1] and "first shell distorted" in check.reasons[8][0]
+    assert check.reasons[9] == [] and 0 < share[9] <= 13 / 256  # the atom and at most its 12 neighbours
 
 
 def test_latent_distance_is_one_inside_and_grows_outside():
@@ -185,8 +199,8 @@ def test_the_registry_is_the_list_of_terms_a_model_uses() -> None:
     full = HeadUncertainty(weights={"epistemic": 1.0}, distance_unit_variance=[0.1], prior_variance=[2.0],
                            distance_limit=3.0)
     assert [t.name for t in full.terms()] == ["epistemic", "aleatoric", "distance", "domain"]
-    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "scale"]
-    scaled = full.model_copy(update={"scale_coef": [[1.0, 2.0]], "scale_range": [-0.01, 0.01]})
+    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "strain"]
+    scaled = full.model_copy(update={"strain_coef": [[[1.0, 2.0], [0.0, 1.0]]], "strain_range": [[-0.01, 0.01], [0, 0.02]]})
     assert [t.name for t in scaled.terms()] == list(UNCERTAINTY_TERMS)
     bare = HeadUncertainty(weights={"epistemic": 1.0})
     assert [t.name for t in bare.terms()] == ["epistemic", "aleatoric"]

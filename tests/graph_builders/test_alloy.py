@@ -197,3 +197,17 @@ def test_ordered_prototypes_have_their_stoichiometry():
     assert sorted(set(z_of.values())) == ["Au", "Cu"] and len(z_of) == 4  # alternating (001) layers
     with pytest.raises(AlloyConfigError, match="structure fractions must be >= 0 and sum to 1"):
         StructureMix(random=0.5)
+
+
+@pytest.mark.parametrize("shift, low, high", [("tension", 1.04, 1.08), ("compression", 0.92, 0.96)])
+def test_uniform_tension_and_compression_scale_every_length(shift, low, high):
+    """The shifted cells are the generator's Vegard cell scaled by 4-8% in every length."""
+    from graph_builders.datasets.alloy_shifts import make_shift
+
+    refs = {s: emt_reference(s) for s in ("Cu", "Ni", "Au")}
+    for atoms in make_shift(shift, 4, ("Cu", "Ni", "Au"), (2, 3), seed=2):
+        symbols = atoms.get_chemical_symbols()
+        vegard = sum(refs[s].lattice_constant for s in symbols) / len(symbols)
+        per_atom = atoms.get_volume() / len(atoms)
+        factor = (per_atom / (vegard ** 3 / 4)) ** (1 / 3)
+        assert low - 1e-9 <= factor <= high + 1e-9 and atoms.info["shift"] == shift
