@@ -103,12 +103,13 @@ def make_training_store(workdir: Path, n_train: int) -> Path:
     return store
 
 
-def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
+def make_test_sets(store: Path, tests_path: Path, n_test: int, seed: int = 0) -> Sets:
     """The test sets for an ensemble trained on ``store`` (an alloy dataset: its metadata says the
     elements and components): fresh random alloys of the same generator (``in_distribution``), its
     ideal, relaxed and ordered cells as rows of their own, larger random cells, and every shift of
     :data:`SHIFT_SETS` that the training allows (no ``unseen_elements`` when the training used
-    every EMT metal). None of them is the store's own split. Built once into ``tests_path``."""
+    every EMT metal). None of them is the store's own split. Built once into ``tests_path``;
+    ``seed`` > 0 draws other structures (a check on sets nothing was tuned on)."""
     from graph_builders.datasets.alloy import EMT_FCC_METALS, emt_reference, make_alloy_dataset
     from graph_builders.datasets.alloy_shifts import make_shift
     from graph_builders.datasets.alloy_structures import RANDOM_ONLY, StructureMix
@@ -125,20 +126,20 @@ def make_test_sets(store: Path, tests_path: Path, n_test: int) -> Sets:
     if not tests_path.exists():
         refs = {e: emt_reference(e) for e in (*elements, *unseen)}
         common = {"strain": float(meta["strain"]), "rattle": float(meta["rattle"]), "progress": False}
-        generated = {"in_distribution": make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=22,
+        generated = {"in_distribution": make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=22 + 1000 * seed,
                                                            mix=RANDOM_ONLY, **common),
-                     "large_cells": make_alloy_dataset(n_test, elements, components, sizes=LARGE_SIZES, seed=23,
+                     "large_cells": make_alloy_dataset(n_test, elements, components, sizes=LARGE_SIZES, seed=23 + 1000 * seed,
                                                        mix=RANDOM_ONLY, **common)}
         for k, kind in enumerate(KIND_SETS):
             mix = StructureMix(**{name: float(name == kind) for name in ("random", *KIND_SETS)})
-            generated[kind] = make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=24 + k, mix=mix,
+            generated[kind] = make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=24 + k + 1000 * seed, mix=mix,
                                                  **common)
         graphs, names = [], []
         for name, data in generated.items():
             graphs += list(data.graphs)
             names += [name] * len(data.graphs)
         for k, shift in enumerate(shifts):
-            labelled = _label(make_shift(shift, n_test, elements, components, unseen, seed=100 + k), refs,
+            labelled = _label(make_shift(shift, n_test, elements, components, unseen, seed=100 + k + 1000 * seed), refs,
                               float(meta.get("cutoff", 5.0)))
             for g in labelled:
                 g.kind = "shift"
@@ -382,7 +383,7 @@ def evaluate_existing(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     dataset = args.dataset or Path(read_manifest(args.ensemble).dataset)
     with tempfile.TemporaryDirectory() as tmpdir:
-        sets = make_test_sets(dataset, Path(tmpdir) / "tests.bp", args.test)
+        sets = make_test_sets(dataset, Path(tmpdir) / "tests.bp", args.test, args.test_seed)
         print(f"{args.ensemble}: trained on {dataset}; {args.test} structures per shifted set", flush=True)
         results = {f"{name}": evaluate(Variant(name, args.ensemble, full), sets, dataset)
                    for name, full in (("plain spread x scale", False), ("ours", True))}
@@ -399,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=int, default=600, help="training structures (80/10/10 split)")
     parser.add_argument("--test", type=int, default=60, help="structures per test set")
     parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--test-seed", type=int, default=0,
+                        help="draw other test structures (1, 2, ...): sets nothing was tuned on")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--ensemble", type=Path, default=None,
                         help="evaluate this (calibrated) ensemble instead, e.g. make demo's demo_out/ensemble")
@@ -416,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         print(f"data: {args.train} binaries/ternaries of {','.join(TRAIN_ELEMENTS)}; {args.test} per test set",
               flush=True)
-        sets = make_test_sets(make_training_store(work, args.train), work / "tests_v2.bp", args.test)
+        tests_file = "tests_v2.bp" if args.test_seed == 0 else f"tests_v2_seed{args.test_seed}.bp"
+        sets = make_test_sets(make_training_store(work, args.train), work / tests_file, args.test, args.test_seed)
         print(f"training {len(CANDIDATES)} candidates and {args.top_k} seeds of the best ({args.epochs} epochs):",
               flush=True)
         train_campaign(sets.store, work / "campaign", CANDIDATES, args.epochs)

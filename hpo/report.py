@@ -185,6 +185,7 @@ class ReportFigures:
     short_names: dict[str, str] = field(default_factory=dict)
     cost_model_error: CostPredictionError = field(default_factory=lambda: CostPredictionError(0, None, None))
     stopped: list[tuple[int, int]] = field(default_factory=list)  # (trial, epochs trained) ended early
+    epochs_past_stop: list[float] = field(default_factory=list)  # per stopped attempt: trained past the decision
     failures: list[tuple[str, int]] = field(default_factory=list)  # trials without an objective: (reason, count)
 
 
@@ -244,6 +245,8 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         cost_model_error=prediction_error(state),
         stopped=[(r.trial_id, r.result.epochs if r.result is not None else 0) for r in state.finished
                  if r.status == TrialStatus.STOPPED],
+        epochs_past_stop=[p for r in state.finished if r.last_attempt is not None
+                          and (p := r.last_attempt.epochs_past_stop) is not None],
         failures=failure_counts(r.last_attempt.reason or r.status for r in state.finished
                                 if r.objective is None and r.last_attempt is not None),
     )
@@ -327,6 +330,10 @@ def format_summary(summary: ReportFigures) -> str:
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
         lines.append(f"stopped early ({len(summary.stopped)} trials, trial @ epochs trained): {where}")
+        if summary.epochs_past_stop:
+            past = summary.epochs_past_stop
+            lines.append(f"epochs trained past the stop decision: mean {sum(past) / len(past):.2f}, max "
+                         f"{max(past):.2f} over {len(past)} stopped trials")
     if summary.failures:
         lines.append(f"failures by reason ({sum(n for _, n in summary.failures)} trials):")
         lines.extend(f"  {n:>5} x {reason}" for reason, n in summary.failures)

@@ -70,10 +70,19 @@ class AttemptRecord:
     curve: list[tuple[int, float | None]] = field(default_factory=list)  # (epoch, campaign objective)
     stop_requested: str | None = None  # the campaign asked it to stop (early discarding), and why
     stop_obeyed: bool | None = None  # it ended by itself after the request (False: terminated)
+    stop_epoch: int | None = None  # the last epoch it had reported when the stop was requested
 
     @property
     def ended(self) -> bool:
         return isinstance(self.status, TrialStatus)
+
+    @property
+    def epochs_past_stop(self) -> float | None:
+        """Epochs a stopped attempt trained after the epoch the stop was decided on (its completed
+        epochs and the share of an interrupted one, less that epoch); None unless it ended stopped."""
+        if self.stop_epoch is None or self.result is None or self.status != TrialStatus.STOPPED:
+            return None
+        return max(0.0, self.result.epochs + self.result.partial_epoch - self.stop_epoch)
 
 
 @dataclass(slots=True)
@@ -217,6 +226,7 @@ class CampaignState:
         attempt = self._trial(event.trial_id).attempts.get(event.attempt)
         if attempt is not None:
             attempt.stop_requested = event.reason
+            attempt.stop_epoch = attempt.reports[-1].epoch if attempt.reports else 0
 
     def _on_ended(self, event: TrialEnded) -> None:
         key = (event.trial_id, event.attempt)

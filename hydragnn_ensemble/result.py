@@ -7,7 +7,7 @@ this file only.
 Schema (JSON object; every key always present, ``null`` where unknown):
 
 - ``status``: ``"completed" | "diverged" | "timeout" | "stopped" | "failed"`` (``stopped``: the
-  campaign's early-discarding stopper ended it after an epoch; it keeps its best epoch so far)
+  campaign's early-discarding stopper ended it, after or during an epoch; it keeps its best epoch so far)
 - ``objective``: task-weighted validation loss of the best epoch (minimised); ``null`` unless the
   run produced at least one finite validation loss
 - ``heads``: ``{head: {"val_mae", "val_rmse", "test_mae", "test_rmse", "unit"}}`` in physical units
@@ -17,6 +17,8 @@ Schema (JSON object; every key always present, ``null`` where unknown):
 - ``failure_reason``: one line; ``traceback``: the full traceback where an exception was caught;
   ``log_tail``: last lines of the trial log (filled by the runtime for crashed processes)
 - ``checkpoint``: file name of the best checkpoint relative to RUN_DIR, or ``null``
+- ``partial_epoch``: the fraction of an epoch trained after the last completed one when the run
+  ended during an epoch (a campaign's stop request looked for every few batches), else 0
 
 Reading is strict, because a trial program may write anything: :meth:`TrialResult.read` refuses a
 file over :data:`MAX_RESULT_BYTES`, a value of the wrong type or an unknown key (a ValueError naming
@@ -83,7 +85,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,), "objective": _NUMBER, "heads": (dict,), "num_parameters": (int,),
     "epochs": (int,), "best_epoch": (int,), "wall_time_s": _NUMBER, "peak_memory_mb": _NUMBER,
     "slots": (int,), "device": (str,), "failure_reason": (str,), "traceback": (str,),
-    "log_tail": (str,), "checkpoint": (str,),
+    "log_tail": (str,), "checkpoint": (str,), "partial_epoch": _NUMBER,
 }
 _REQUIRED = ("status",)
 _METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse")
@@ -118,6 +120,7 @@ class TrialResult:
     traceback: str | None = None
     log_tail: str | None = None
     checkpoint: str | None = None
+    partial_epoch: float = 0.0
 
     def __post_init__(self) -> None:
         try:
@@ -152,7 +155,7 @@ class TrialResult:
         return cls(d["status"], get("objective"), heads, get("num_parameters"), get("epochs") or 0,
                    get("best_epoch"), get("wall_time_s") or 0.0, get("peak_memory_mb"), get("slots") or 1,
                    get("device") or "cpu", get("failure_reason"), get("traceback"), get("log_tail"),
-                   get("checkpoint"))
+                   get("checkpoint"), get("partial_epoch") or 0.0)
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrialResult":
@@ -166,7 +169,7 @@ class TrialResult:
         for key in _REQUIRED:
             if values.get(key) is None:
                 raise ValueError(f"{key!r} is missing")
-        for key in ("epochs", "slots"):
+        for key in ("epochs", "slots", "partial_epoch"):
             if key in values and values[key] is None:
                 del values[key]  # the defaults
         heads = values.get("heads") or {}

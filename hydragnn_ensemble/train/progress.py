@@ -11,8 +11,10 @@ key reads the same number from a line as from the result; ``elapsed_s``: since t
 ``epoch_s``: this epoch's seconds, ``train_s`` of them training, the rest evaluation;
 non-finite numbers are null). The campaign's agent reads new lines while the trial runs and forwards them to rank
 0. To stop the trial, the agent writes ``RUN_DIR/stop`` (its text: the reason); the trainer looks for
-it after each epoch (all ranks of a data-parallel trial agree through one all-reduce), finishes
-with status ``stopped`` and keeps its best checkpoint. Outside a campaign nobody writes the file.
+it after each epoch and, during an epoch, every ``STOP_POLL_S`` seconds (a data-parallel trial at
+each joint decision every few batches; all ranks agree through one all-reduce), finishes with
+status ``stopped`` and keeps its best checkpoint; ``partial_epoch`` in result.json says how much of
+the interrupted epoch it trained. Outside a campaign nobody writes the file.
 """
 
 from __future__ import annotations

@@ -54,6 +54,20 @@ from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
 
 DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
+STOP_POLL_S = 0.2  # one process: seconds of training between looks for the campaign's stop request
+
+
+@dataclass
+class EpochRun:
+    """What one training pass did: its mean batch loss, why it ended early (if it did) and how
+    much of the epoch it trained (``fraction``: batches done / batches in the epoch)."""
+
+    loss: float
+    diverged: bool = False
+    out_of_time: bool = False
+    graphs: int = 0
+    stop_reason: str | None = None  # the campaign asked to stop during the epoch
+    fraction: float = 1.0
 
 
 def resolve_device(device: str | torch.device, ctx: DistributedContext) -> torch.device:
@@ -177,15 +191,23 @@ class Trainer:
         return sum(p.numel() for p in self.params)
 
     # one pass over the training split ----------------------------------------------------------
-    def train_epoch(self, epoch: int) -> tuple[float, bool, bool, int]:
-        """Returns (mean batch loss, diverged, out of time, graphs seen)."""
+    def train_epoch(self, epoch: int) -> EpochRun:
+        """One training pass; it ends early on a non-finite loss, the time budget, or a stop the
+        campaign asked for (looked for every :data:`STOP_POLL_S` seconds, or at each joint decision
+        of a data-parallel trial), so a stop lands within a fraction of an epoch of the request.
+        Epoch 0 is not interrupted for a stop: a stopper decides on reported epochs, and a request
+        that is there before any is honoured after epoch 0, with a checkpoint to keep."""
         self.model.train()
         self.train_sampler.set_epoch(epoch)
         device, loss_fn, dist_on = self.device, self.loss, self.ctx.is_distributed
         running = torch.zeros((), dtype=torch.float64, device=device)
         n_batches = graphs = 0
         diverged = out_of_time = False
+        stop: str | None = None
+        look_for_stop = epoch > 0
+        next_poll = self.budget.now() + STOP_POLL_S
         loader = self.train_loader
+        total_batches = max(len(loader), 1)
         if self.progress:
             from tqdm import tqdm
 
@@ -197,13 +219,16 @@ class Trainer:
             if dist_on:
                 # global element counts per head (a device tensor: no host sync here) ...
                 counts = self.pg.all_reduce_sum(torch.tensor(counts, dtype=torch.float32, device=device))
-                # ... and every few batches a joint decision to stop (time, non-finite loss)
+                # ... and every few batches a joint decision to stop (time, non-finite loss, campaign)
                 if n_batches % DIVERGENCE_CHECK_EVERY == 0:
-                    flags = torch.stack([torch.tensor(float(self.budget.expired()), dtype=torch.float64,
-                                                      device=device),
-                                         (~torch.isfinite(running)).to(torch.float64)])
-                    out_of_time, diverged = (v > 0 for v in self.pg.all_reduce_sum(flags).tolist())
-                    if out_of_time or diverged:
+                    asked = self.channel.stop_reason() if look_for_stop else None
+                    flags = torch.tensor([float(self.budget.expired()), float(asked is not None)],
+                                         dtype=torch.float64, device=device)
+                    flags = torch.cat([flags, (~torch.isfinite(running)).to(torch.float64).reshape(1)])
+                    out_of_time, stop_flag, diverged = (v > 0 for v in self.pg.all_reduce_sum(flags).tolist())
+                    if stop_flag:
+                        stop = asked or "stop requested by the campaign"
+                    if out_of_time or diverged or stop:
                         break
             with self.autocast:
                 out = self.model(batch)
@@ -221,11 +246,16 @@ class Trainer:
                 if self.budget.expired():
                     out_of_time = True
                     break
+                if look_for_stop and self.budget.now() >= next_poll:
+                    next_poll = self.budget.now() + STOP_POLL_S
+                    stop = self.channel.stop_reason()
+                    if stop is not None:
+                        break
         total = self.pg.all_reduce_sum(running.reshape(1).clone())
         mean = float(total[0]) / max(n_batches, 1)
         if not math.isfinite(mean):
             diverged = True
-        return mean, diverged, out_of_time, graphs
+        return EpochRun(mean, diverged, out_of_time, graphs, stop, min(n_batches / total_batches, 1.0))
 
     # evaluation ---------------------------------------------------------------------------------
     def evaluate(self, split: str) -> torch.Tensor:
@@ -267,15 +297,22 @@ class Trainer:
         self.log.write(f"model {self.spec.mpnn_type}: {self.num_parameters} parameters; heads "
                        f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
                        f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
-        status, reason, epochs_done = TrialStatus.COMPLETED, None, 0
+        status, reason, epochs_done, partial = TrialStatus.COMPLETED, None, 0, 0.0
         for epoch in range(tr.num_epoch):
             t0 = self.budget.now()
-            train_loss, diverged, out_of_time, graphs = self.train_epoch(epoch)
+            run = self.train_epoch(epoch)
+            train_loss, graphs = run.loss, run.graphs
             t_train = self.budget.now() - t0
-            if diverged or out_of_time:
-                status, reason = ((TrialStatus.DIVERGED, f"non-finite training loss in epoch {epoch}") if diverged else
+            if run.diverged or run.out_of_time:
+                status, reason = ((TrialStatus.DIVERGED, f"non-finite training loss in epoch {epoch}") if run.diverged else
                                   (TrialStatus.TIMEOUT, f"time budget of {self.budget.budget_s:g} s reached in epoch {epoch}"))
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
+                break
+            if run.stop_reason is not None:  # asked during the epoch: its partial training is not evaluated
+                partial = run.fraction
+                status, reason = TrialStatus.STOPPED, f"{run.stop_reason} (during epoch {epoch}, {100 * partial:.0f}% trained)"
+                self.log.write(f"stopped by the campaign during epoch {epoch} ({100 * partial:.0f}% of it trained): "
+                               f"{run.stop_reason}")
                 break
             t1 = self.budget.now()
             acc = self.evaluate("valset")
@@ -302,7 +339,7 @@ class Trainer:
                 status, reason = TrialStatus.TIMEOUT, f"time budget of {self.budget.budget_s:g} s reached after epoch {epoch}"
                 self.log.write(reason)
                 break
-        return self._finish(best, status, reason, epochs_done)
+        return self._finish(best, status, reason, epochs_done, partial)
 
     def _record_epoch(self, epoch: int, best: _Best, acc: torch.Tensor, objective: float, train_loss: float,
                       t_train: float, t0: float, graphs: int) -> None:
@@ -336,7 +373,7 @@ class Trainer:
                 reason = "stop requested by the campaign"
         return reason
 
-    def _finish(self, best: _Best, status: str, reason: str | None, epochs: int) -> TrialResult:
+    def _finish(self, best: _Best, status: str, reason: str | None, epochs: int, partial: float = 0.0) -> TrialResult:
         heads: dict[str, HeadMetrics] = {}
         if best.state is not None:
             self.model.load_state_dict(best.state)
@@ -363,6 +400,7 @@ class Trainer:
             device=self.device.type,
             failure_reason=reason if status != TrialStatus.COMPLETED else None,
             checkpoint=CHECKPOINT_NAME if best.state is not None else None,
+            partial_epoch=round(partial, 4),
         )
 
 

@@ -389,6 +389,15 @@ def test_asha_stops_losing_trials_and_the_journal_replays_its_decisions(tmp_path
 
     files = write_report(out)
     assert f"stopped early ({len(stopped)} trials" in files.text
+    # epochs trained past the decision: the result's epochs less the last epoch journaled before the
+    # stop request (the fault trainer ends only after whole epochs of 0.12 s: whole numbers)
+    past = [state.trials[t].last_attempt.epochs_past_stop for t in stopped]
+    for t, p in zip(stopped, past):
+        before = [e for e in evs if e.get("trial_id") == t and e["event"] in ("trial_progress", "trial_stop_requested")]
+        decided_at = max((e["epoch"] for e in before[:[e["event"] for e in before].index("trial_stop_requested")]),
+                         default=0)
+        assert p == finished[t]["epochs"] - decided_at and p >= 0, (t, p, decided_at)
+    assert f"epochs trained past the stop decision: mean {sum(past) / len(past):.2f}" in files.text
     assert files.curves_png is not None and files.curves_png.stat().st_size > 10_000
 
 

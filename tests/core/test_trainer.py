@@ -452,3 +452,37 @@ def test_a_campaign_stop_ends_the_trial_after_its_epoch_with_the_best_kept(tmp_p
     curve = [json.loads(line) for line in (tmp_path / "full" / "progress.jsonl").read_text().splitlines()]
     assert full.status == "completed" and [c["epoch"] for c in curve] == [1, 2, 3]
     assert min(c["objective"] for c in curve) == pytest.approx(full.objective, rel=1e-6)
+
+
+def test_a_stop_requested_during_an_epoch_ends_it_there(tmp_path, dataset, monkeypatch):
+    """A campaign's stop written while epoch 1 trains (here: after its 2nd optimizer step, with
+    the trainer looking after every batch) ends the trial within that epoch: 1 completed epoch,
+    ``partial_epoch`` the share of epoch 1 it trained (2 of 10 batches: it looks right after the step
+    that saw the file written), the reason says so, the
+    best checkpoint of epoch 0 is kept, and no progress line is written for the partial epoch."""
+    import hydragnn_ensemble.train.trainer as trainer_module
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    monkeypatch.setattr(trainer_module, "STOP_POLL_S", 0.0)
+    run_dir = tmp_path / "mid"
+    run_dir.mkdir()
+    steps = []
+
+    def write_stop_in_epoch_1(optimizer, args, kwargs):
+        steps.append(1)
+        if len(steps) == 12:  # 10 batches of 16 per epoch: the 2nd step of epoch 1
+            (run_dir / "stop").write_text("asha: rung 0 (epoch 1), not in the top 1/3")
+
+    handle = register_optimizer_step_post_hook(write_stop_in_epoch_1)
+    try:
+        result = run(dataset, run_dir, num_epoch=50)
+    finally:
+        handle.remove()
+    assert result.status == "stopped" and result.epochs == 1 and len(steps) == 12
+    assert result.partial_epoch == pytest.approx(0.2)
+    assert result.failure_reason == "asha: rung 0 (epoch 1), not in the top 1/3 (during epoch 1, 20% trained)"
+    assert result.objective is not None and (run_dir / result.checkpoint).is_file()
+    lines = (run_dir / "progress.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1]
+    again = TrialResult.read(run_dir / "result.json")
+    assert again.partial_epoch == pytest.approx(0.2)
