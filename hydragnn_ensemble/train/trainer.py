@@ -54,7 +54,7 @@ from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
 
 DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
-STOP_POLL_S = 0.2  # one process: seconds of training between looks for the campaign's stop request
+STOP_POLL_S = 0.05  # one process: seconds of training between looks for the campaign's stop request
 
 
 @dataclass

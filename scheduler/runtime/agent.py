@@ -60,7 +60,7 @@ from scheduler.runtime.trial_process import TrialProcess
 
 RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
 #                        this often (only KillTrial/StopTrial/Shutdown can arrive while the slot is busy)
-PROGRESS_EVERY_S = 0.25  # how often a running trial's progress.jsonl is read (one fstat when unchanged)
+PROGRESS_EVERY_S = 0.05  # how often a running trial's progress.jsonl is read (one fstat when unchanged)
 
 
 def hello(comm) -> AgentHello:
