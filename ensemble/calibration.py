@@ -105,6 +105,20 @@ def _fit_references(predictor: EnsemblePredictor, graphs: list) -> tuple[dict[in
     return latent, InputDomain.fit(graphs, predictor.cutoff)
 
 
+def _warnings(split_warning: str | None, report: CalibrationReport, fit_count: int, eval_count: int,
+              reference_count: int, reference_split: str) -> list[str]:
+    """What the user should know about the splits the model was fitted and reported on."""
+    warnings = [w for w in (
+        split_warning, small_split_warning(report.fit_split, fit_count, "fit the uncertainty model on"),
+        small_split_warning(report.eval_split, eval_count, "report calibration on")) if w]
+    if report.in_domain == 0.0:
+        warnings.append(
+            f"none of the {eval_count} {report.eval_split} structure(s) lies in the applicability domain fitted on "
+            f"{reference_count} {reference_split} structure(s): every prediction carries the out-of-domain term "
+            "(see each structure's domain_reasons in predict's CSV); more training structures widen the domain")
+    return warnings
+
+
 def _strain_responses(predictor: EnsemblePredictor, reference: list,
                       train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
     """Per graph head, how its training targets move with the strain descriptors
@@ -170,9 +184,7 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     dataset = dataset or manifest.dataset
     if dataset is None:
         raise ValueError(f"{root}: the manifest records no dataset; pass one to calibrate on")
-    split_warning = None
-    if fit_split is None:
-        fit_split, split_warning = default_fit_split(dataset)
+    fit_split, split_warning = (fit_split, None) if fit_split is not None else default_fit_split(dataset)
     predictor = EnsemblePredictor(root, progress=progress, verify=False)
     predictor.domain, predictor.latent, predictor.models = None, {}, {}  # start from the raw members
     reference = read_split(dataset, reference_split)
@@ -202,14 +214,8 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     after = {h: calibration_metrics(eval_y[h], calibrated.heads[h].mean, calibrated.heads[h].std) for h in before}
     in_domain = float(np.mean(calibrated.in_domain)) if calibrated.in_domain is not None else None
     report = CalibrationReport(models, before, after, fit_split, eval_split, in_domain, skipped=skipped)
-    report.warnings = [w for w in (
-        split_warning, small_split_warning(fit_split, len(fit_graphs), "fit the uncertainty model on"),
-        small_split_warning(eval_split, len(eval_graphs), "report calibration on")) if w]
-    if in_domain == 0.0:
-        report.warnings.append(
-            f"none of the {len(eval_graphs)} {eval_split} structure(s) lies in the applicability domain fitted on "
-            f"{len(reference)} {reference_split} structure(s): every prediction carries the out-of-domain term "
-            "(see each structure's domain_reasons in predict's CSV); more training structures widen the domain")
+    report.warnings = _warnings(split_warning, report, len(fit_graphs), len(eval_graphs), len(reference),
+                                reference_split)
     out = root / "calibration"
     out.mkdir(exist_ok=True)
     if plots:

@@ -13,8 +13,8 @@
   strong shear puts nodes outside; a new composition of the same lattice does not;
 * the *scale* the shells leave out: each node's ``log r0`` against what its structure's
   composition predicts (a least-squares fit on the training graphs of their mean ``log r0`` on the
-  element fractions: Vegard's law in the logarithm), the residual's 0.05% and 99.95% quantiles and its standard deviation. A cell
-  stretched or compressed uniformly beyond what the training cells spanned puts its nodes outside;
+  element fractions: Vegard's law in the logarithm), the residual's 0.05% and 99.95% quantiles and
+  its standard deviation. A cell stretched or compressed uniformly beyond what the training cells spanned puts its nodes outside;
   how far, in standard deviations beyond the range, is the node's *scale excess* (outside when
   above :data:`SCALE_TOLERANCE`);
 * the *shape* of the first shell: the spread (standard deviation) of each node's first-shell
@@ -23,8 +23,8 @@
   Scale residual and shape are the node's two *strain descriptors*; each is checked like the scale.
 
 Aggregation (the rule, per structure): an atom is outside when its element is unknown, a feature or
-a shell is outside its range, or a strain descriptor is. A structure is outside the domain when it holds an
-element the training never saw or at least :data:`OUTSIDE_FRACTION` of its atoms are outside, so
+a shell is outside its range, or a strain descriptor is. A structure is outside the domain when it
+holds an element the training never saw or at least :data:`OUTSIDE_FRACTION` of its atoms are outside, so
 one atom at the edge of the envelope in a 300-atom cell does not flag the cell (a random alloy of
 300 atoms has on average about one such atom) and a cell mostly outside does.
 
@@ -295,23 +295,31 @@ class InputDomain:
         deficit = np.nan_to_num(np.maximum(low[0] - shells[:, 0], 0.0), nan=0.0)
         strain, strain_excess = self._strain(zz, graph_of, len(graphs), batch.num_nodes, centre, length, r0)
         check = DomainCheck(reasons, over, unknown, strain, strain_excess, deficit)
-        if strain_excess is not None:
-            for d, name in enumerate(STRAIN_DESCRIPTORS):
-                beyond_rows = strain_excess[:, d] > SCALE_TOLERANCE
-                beyond = np.bincount(graph_of, beyond_rows, minlength=len(graphs))
-                for g in np.flatnonzero(beyond):
-                    value = float(np.median(strain[(graph_of == g) & beyond_rows, d]))
-                    edge = self.strain_high[d] if value > self.strain_high[d] else self.strain_low[d]
-                    details[g].append(f"{int(beyond[g])} with nearest-neighbour distances {100 * np.expm1(value - edge):+.1f}% "
-                                      "beyond the training range for their composition" if name == "scale" else
-                                      f"{int(beyond[g])} with a first shell distorted beyond the training range "
-                                      f"(spread {value:.3f} of the distance, training up to {self.strain_high[d]:.3f})")
+        if strain is not None and strain_excess is not None:
+            self._describe_strain(details, strain, strain_excess, graph_of)
         fraction = check.outside_fraction(node_ptr)
         counts = np.bincount(graph_of, check.node_outside, minlength=len(graphs))
         for g in np.flatnonzero(fraction >= OUTSIDE_FRACTION):
             reasons[g].append(f"{int(counts[g])} of {sizes[g]} atom(s) outside the training envelope: "
                               + "; ".join(details[g]))
         return check
+
+    def _describe_strain(self, details: list[list[str]], strain: np.ndarray, excess: np.ndarray,
+                         graph_of: np.ndarray) -> None:
+        """Add, per graph, how many atoms have each strain descriptor outside and by how much."""
+        for d, name in enumerate(STRAIN_DESCRIPTORS):
+            rows = excess[:, d] > SCALE_TOLERANCE
+            beyond = np.bincount(graph_of, rows, minlength=len(details))
+            for g in np.flatnonzero(beyond):
+                value = float(np.median(strain[(graph_of == g) & rows, d]))
+                if name == "scale":
+                    edge = self.strain_high[d] if value > self.strain_high[d] else self.strain_low[d]
+                    details[g].append(f"{int(beyond[g])} with nearest-neighbour distances "
+                                      f"{100 * np.expm1(value - edge):+.1f}% beyond the training range for their "
+                                      "composition")
+                else:
+                    details[g].append(f"{int(beyond[g])} with a first shell distorted beyond the training range "
+                                      f"(spread {value:.3f} of the distance, training up to {self.strain_high[d]:.3f})")
 
     def _strain(self, z: np.ndarray | None, graph_of: np.ndarray, num_graphs: int, n: int, centre: np.ndarray,
                 length: np.ndarray, r0: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -221,13 +221,7 @@ class Trainer:
                 counts = self.pg.all_reduce_sum(torch.tensor(counts, dtype=torch.float32, device=device))
                 # ... and every few batches a joint decision to stop (time, non-finite loss, campaign)
                 if n_batches % DIVERGENCE_CHECK_EVERY == 0:
-                    asked = self.channel.stop_reason() if look_for_stop else None
-                    flags = torch.tensor([float(self.budget.expired()), float(asked is not None)],
-                                         dtype=torch.float64, device=device)
-                    flags = torch.cat([flags, (~torch.isfinite(running)).to(torch.float64).reshape(1)])
-                    out_of_time, stop_flag, diverged = (v > 0 for v in self.pg.all_reduce_sum(flags).tolist())
-                    if stop_flag:
-                        stop = asked or "stop requested by the campaign"
+                    out_of_time, diverged, stop = self._joint_decision(running, look_for_stop)
                     if out_of_time or diverged or stop:
                         break
             with self.autocast:
@@ -256,6 +250,16 @@ class Trainer:
         if not math.isfinite(mean):
             diverged = True
         return EpochRun(mean, diverged, out_of_time, graphs, stop, min(n_batches / total_batches, 1.0))
+
+    def _joint_decision(self, running: torch.Tensor, look_for_stop: bool) -> tuple[bool, bool, str | None]:
+        """(out of time, diverged, the campaign's stop reason) agreed by every rank of a
+        data-parallel trial: one all-reduce of three flags (rank 0 alone reads the stop file)."""
+        asked = self.channel.stop_reason() if look_for_stop else None
+        flags = torch.stack([torch.tensor(float(self.budget.expired()), dtype=torch.float64, device=self.device),
+                             (~torch.isfinite(running)).to(torch.float64),
+                             torch.tensor(float(asked is not None), dtype=torch.float64, device=self.device)])
+        out_of_time, diverged, stop = (v > 0 for v in self.pg.all_reduce_sum(flags).tolist())
+        return out_of_time, diverged, (asked or "stop requested by the campaign") if stop else None
 
     # evaluation ---------------------------------------------------------------------------------
     def evaluate(self, split: str) -> torch.Tensor:
