@@ -64,7 +64,7 @@ class TermInputs:
     epistemic_var: np.ndarray
     aleatoric_var: np.ndarray | None
     distance: np.ndarray | None  # latent distance (None: no latent reference stored)
-    outside_share: np.ndarray | None  # the row's weight outside the training inputs (see OutOfDomainTerm)
+    outside_weight: np.ndarray | None  # the row's weight outside the training inputs (see OutOfDomainTerm)
     outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, strain)
     strain: np.ndarray | None = None  # [rows, 2] strain descriptors (graph rows: their atoms' mean; NaN: none)
 
@@ -156,7 +156,7 @@ class OutOfDomainTerm(UncertaintyTerm):
         return cls(model.prior_variance, model.distance_limit) if model.prior_variance else None
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
-        share = None if inputs.outside_share is None else np.asarray(inputs.outside_share, dtype=np.float64)
+        share = None if inputs.outside_weight is None else np.asarray(inputs.outside_weight, dtype=np.float64)
         beyond = None if inputs.distance is None or self.distance_limit is None else inputs.distance > self.distance_limit
         if share is None and beyond is None:
             return None
