@@ -159,12 +159,9 @@ def _store(root: Path, latent: dict[int, LatentReference], domain: InputDomain,
     write_manifest(root, manifest)
 
 
-CALIBRATION_SPLIT = "calset"
-
-
 def default_fit_split(dataset: str | os.PathLike) -> tuple[str, str | None]:
     """The split to fit the uncertainty model on and, when it is not a split of its own, a warning."""
-    from graph_builders.store import GraphStore
+    from graph_builders.store import CALIBRATION_SPLIT, GraphStore
 
     with GraphStore(dataset) as store:
         if CALIBRATION_SPLIT in store.split_names and store.num_graphs(CALIBRATION_SPLIT) > 0:

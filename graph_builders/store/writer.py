@@ -49,9 +49,9 @@ def write_dataset(
 ) -> Path:
     """Write ``graphs`` and their head registry to the ADIOS2 file ``path`` (a ``.bp`` directory).
 
-    ``splits`` maps "trainset"/"valset"/"testset" to indices into ``graphs``; ``None`` splits at
-    random with ``seed`` and ``fractions`` (train, val, test[, calibration]). Every graph is checked against the
-    schema and the heads, and all graphs must have the same attributes. ``metadata`` and
+    ``splits`` maps "trainset"/"valset"/"testset" (and optionally "calset") to indices into
+    ``graphs``; ``None`` splits at random with ``seed`` and ``fractions`` (train, val, test[,
+    calibration]). Every graph is checked against the schema and the heads, and all graphs must have the same attributes. ``metadata`` and
     ``normalisation`` must be JSON-serialisable. Each sample also gets the fields HydraGNN's
     loader needs (:mod:`graph_builders.store._hydragnn`: ``y``/``y_loc``, ``edge_shifts``,
     ``atomic_numbers``), so the file trains in HydraGNN unchanged. The file appears under ``path`` only once complete
