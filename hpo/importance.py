@@ -6,8 +6,12 @@ are stable.
 Spread: the evaluator is run on ``resamples`` random halves of the completed trials (drawn without
 replacement, as in stability selection); each parameter gets the importance on all trials, the 10th
 and 90th percentiles over the halves, and ``rank_stability``: the share of halves in which it keeps
-its rank of the full ranking. Only completed trials count (PED-ANOVA reads ``COMPLETE`` trials;
-stopped and failed ones carry no final value). Half-samples rather than bootstrap draws: a half is
+its rank of the full ranking. Completed trials count for every target (PED-ANOVA reads ``COMPLETE``
+trials; stopped and failed ones carry no final value). When trials were stopped early, the
+objective gets a second estimate over every trial at the fidelity it reached
+(:func:`fidelity_trials`): the highest epoch at least :data:`MIN_TRIALS` trials reached, each
+trial valued at its best objective up to it, so an ASHA campaign's importances do not rest on its
+few completed trials alone. Half-samples rather than bootstrap draws: a half is
 the target with NaN outside it, which PED-ANOVA leaves out, so one study serves every resample
 (a bootstrap draw repeats trials and would need a study of its own): 2.1 s for 8,000 trials with
 the objective and the cost (``python -m bench.importance``).
@@ -49,6 +53,7 @@ class TargetImportance:
     target: str
     num_trials: int
     params: list[ParamImportance]
+    trials_are: str = "completed trials"  # what the trials counted are, for the text
 
 
 def _value_of(target: str) -> Callable[[Any], float | None]:
@@ -142,28 +147,61 @@ def _within(value: Callable[[Any], float | None], half: frozenset[int]) -> Calla
     return lambda t: value(t) if t.number in half else math.nan
 
 
+def fidelity_trials(trials: list[Any]) -> tuple[int, list[Any]]:
+    """The highest epoch that at least :data:`MIN_TRIALS` finished trials with a learning curve
+    reached (completed, timed out and stopped alike), and those trials as complete ones valued at
+    their best objective up to that epoch (a stopped trial counts at the fidelity it reached);
+    ``(0, [])`` when fewer trials have curves."""
+    from optuna.trial import FrozenTrial, TrialState
+
+    curves = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and t.intermediate_values]
+    reached = sorted((max(t.intermediate_values) for t in curves), reverse=True)
+    if len(reached) < MIN_TRIALS:
+        return 0, []
+    epoch = reached[MIN_TRIALS - 1]
+    out = []
+    for t in curves:
+        values = [v for e, v in t.intermediate_values.items() if e <= epoch and math.isfinite(v)]
+        if max(t.intermediate_values) < epoch or not values:
+            continue
+        out.append(FrozenTrial(number=len(out), state=TrialState.COMPLETE, value=min(values), values=None,
+                               datetime_start=t.datetime_start, datetime_complete=t.datetime_complete,
+                               params=t.params, distributions=t.distributions, user_attrs={}, system_attrs={},
+                               intermediate_values={}, trial_id=len(out)))
+    return epoch, out
+
+
 def campaign_importances(state: CampaignState, space: SearchSpace, resamples: int = 10,
                          seed: int = 0) -> list[TargetImportance]:
-    """The importances for every target of the campaign (see :func:`targets_of`); targets some
-    completed trials lack (a head a trial did not report) are estimated on the trials that have them."""
+    """The importances for every target of the campaign (see :func:`targets_of`) over its completed
+    trials; targets some completed trials lack (a head a trial did not report) are estimated on the
+    trials that have them. With stopped trials, also the objective at the fidelity every trial
+    reached (:func:`fidelity_trials`)."""
+    from dataclasses import replace
+
+    from optuna.trial import TrialState
+
     from hpo.optuna_study import frozen_trials
 
     trials = frozen_trials(state, space)
     targets = targets_of(trials)
     found = importances(trials, targets, resamples, seed)
-    if found or len(trials) < MIN_TRIALS:
-        return found
-    out = []
-    for target in targets:  # the trials differ in which targets they have: one target at a time
-        out += importances(trials, [target], resamples, seed)
-    return out
+    if not found and len(trials) >= MIN_TRIALS:
+        for target in targets:  # the trials differ in which targets they have: one target at a time
+            found += importances(trials, [target], resamples, seed)
+    if any(t.state == TrialState.PRUNED for t in trials):
+        epoch, at_epoch = fidelity_trials(trials)
+        found += [replace(f, target=f"objective at epoch {epoch}",
+                          trials_are="trials that reached it, stopped ones included")
+                  for f in importances(at_epoch, ["objective"], resamples, seed)]
+    return found
 
 
 def format_importances(found: list[TargetImportance], short: Callable[[str], str] = lambda k: k) -> str:
     """A text table: per target, each parameter's importance with its 10-90% range and rank stability."""
     lines = []
     for target in found:
-        lines.append(f"importance for {target.target} (PED-ANOVA, {target.num_trials} completed trials; "
+        lines.append(f"importance for {target.target} (PED-ANOVA, {target.num_trials} {target.trials_are}; "
                      "10-90% over half-samples; same rank in % of halves)")
         for p in target.params:
             lines.append(f"  {short(p.key):28s} {p.importance:6.3f}  [{p.low:5.3f}, {p.high:5.3f}]  "

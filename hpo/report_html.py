@@ -108,7 +108,7 @@ def _importance_table(found: list[Any], short: dict[str, str]) -> str:
     for target in found:
         rows = [[short.get(p.key, p.key), f"{p.importance:.3f}", f"{p.low:.3f}", f"{p.high:.3f}",
                  f"{100 * p.rank_stability:.0f}%"] for p in target.params]
-        parts.append(f"<h3>{html.escape(target.target)} ({target.num_trials} completed trials)</h3>"
+        parts.append(f"<h3>{html.escape(target.target)} ({target.num_trials} {html.escape(target.trials_are)})</h3>"
                      + _table(["parameter", "importance", "10%", "90%", "same rank"], rows, text_columns=[0]))
     return "".join(parts)
 

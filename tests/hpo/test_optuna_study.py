@@ -162,3 +162,33 @@ def test_watch_rewrites_the_report_until_the_campaign_finishes(tmp_path):
     journal.close()
     assert len(seen) == 3 and files.html.exists()
     assert "campaign finished: max_trials (12) finished" in files.text
+
+
+def test_stopped_trials_count_at_the_fidelity_they_reached():
+    """An ASHA-like campaign: 40 trials, 30 stopped after 3 epochs, 10 completed after 9. Completed
+    ones are too few for an estimate; every trial reached epoch 3, where the curves are driven by
+    the learning rate: the importance at epoch 3 over all 40 finds it."""
+    rng = random.Random(5)
+    events = [{"event": "campaign_started", "time": 0.0, "campaign": {"search_space": SPACE},
+               "resume": False, "ranks": 2, "slots": 1}]
+    for i in range(40):
+        p = {TYPE: rng.choice(["GIN", "PNA", "SchNet"]), HIDDEN: 16 * rng.randint(1, 8),
+             LAYERS: rng.randint(1, 6), LR: 10 ** rng.uniform(-4, -2)}
+        base = (math.log10(p[LR]) + 3.0) ** 2 + rng.gauss(0, 0.02)
+        epochs = 9 if i < 10 else 3
+        t = 100.0 * i
+        events += [{"event": "trial_suggested", "time": t, "trial_id": i, "params": p, "attempt": 0},
+                   {"event": "trial_started", "time": t, "trial_id": i, "attempt": 0, "slots": [0],
+                    "hosts": ["n0"], "size": 1}]
+        events += [{"event": "trial_progress", "time": t + e, "trial_id": i, "attempt": 0, "epoch": e,
+                    "objective": base + 1.0 / e} for e in range(1, epochs + 1)]
+        status = "completed" if epochs == 9 else "stopped"
+        events.append({"event": "trial_finished", "time": t + 10, "trial_id": i, "attempt": 0,
+                       "result": {**result(status, base + 1.0 / epochs, 10.0, None if epochs == 9 else "asha"),
+                                  "epochs": epochs}})
+    found = campaign_importances(CampaignState.replay(events), SearchSpace.from_dict(SPACE))
+    assert [f.target for f in found] == ["objective at epoch 3"]
+    at_3 = found[0]
+    assert at_3.num_trials == 40 and at_3.params[0].key == LR and at_3.params[0].importance > 0.5
+    text = format_importances(found)
+    assert "importance for objective at epoch 3 (PED-ANOVA, 40 trials that reached it, stopped ones included" in text
