@@ -312,8 +312,8 @@ def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
         targets = split_targets(graphs, predictor.heads)
         for head in rows:
             hp = pred.heads[head]
-            inside = pred.in_domain if variant.full_model and hp.head.level == "graph" else (
-                hp.in_domain if variant.full_model else None)
+            inside = None if not variant.full_model else (
+                pred.in_domain if hp.head.level == "graph" else hp.in_domain)
             rows[head][name] = (targets[head], hp.mean, hp.std, inside)
     heads = {h: _head_metrics(r) for h, r in rows.items()}
     graphs = sets.tests["in_distribution"]

@@ -241,8 +241,9 @@ class InputDomain:
         known = np.isfinite(log_r0)
         if known.sum() < 10:
             return
-        mean_log = _graph_mean(np.where(known, log_r0, 0.0), np.concatenate([[0], np.cumsum(sizes)]))
-        share = _graph_mean(known.astype(np.float64), np.concatenate([[0], np.cumsum(sizes)]))
+        node_ptr = np.concatenate([[0], np.cumsum(sizes)])
+        mean_log = _graph_mean(np.where(known, log_r0, 0.0), node_ptr)
+        share = _graph_mean(known.astype(np.float64), node_ptr)
         rows = share > 0
         coef = np.linalg.lstsq(features[rows], mean_log[rows] / share[rows], rcond=None)[0]
         self.scale_coef = coef.tolist()
