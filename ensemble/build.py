@@ -44,10 +44,14 @@ from ensemble.selection import (
     diverse_selection,
     greedy_per_head,
     greedy_selection,
+    inference_ms,
     select_topk,
+    within_budget,
 )
 
 METHODS: tuple[str, ...] = ("topk", "greedy", "greedy-per-head", "diverse")
+#: the methods that choose within a budget on the members' summed inference time
+COST_AWARE_METHODS: tuple[str, ...] = ("topk", "greedy")
 
 
 class EnsembleBuildError(ValueError):
@@ -69,6 +73,7 @@ class BuildOptions:
     overwrite: bool = False
     progress: bool = False
     include_stopped: bool = False  # trials the campaign's stopper ended early may be members
+    max_inference_ms: float | None = None  # topk / greedy: the members' summed ms per graph stay within
 
 
 def _load(trial: CampaignTrial):
@@ -87,9 +92,11 @@ def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection
     dataset = _dataset_of(info, options)
     if dataset is None:
         raise EnsembleBuildError(f"{info.root}: greedy selection needs the dataset (pass --dataset)")
-    ranked = info.ranked()[: max(options.candidates, 1)]
+    ranked = within_budget(info.ranked(), options.max_inference_ms)[: max(options.candidates, 1)]
     if not ranked:
-        raise SelectionError(f"{info.root}: no completed trial with a checkpoint")
+        raise SelectionError(f"{info.root}: no completed trial with a checkpoint"
+                             + ("" if options.max_inference_ms is None else
+                                f" that runs within {options.max_inference_ms:g} ms per graph"))
     members = []
     for trial in ranked:
         loaded = _load(trial)
@@ -112,13 +119,17 @@ def greedy_from_campaign(info: CampaignInfo, options: BuildOptions) -> Selection
         return diverse_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
                                  [t.trial_id for t in ranked])
     return greedy_selection(stacked, {h: targets[h] for h in heads}, options.top_k,
-                            [t.trial_id for t in ranked])
+                            [t.trial_id for t in ranked], costs=[inference_ms(t) for t in ranked],
+                            budget=options.max_inference_ms)
 
 
 def choose_members(info: CampaignInfo, options: BuildOptions) -> Selection:
     """Run the selection method of ``options``."""
+    if options.max_inference_ms is not None and options.method not in COST_AWARE_METHODS:
+        raise SelectionError(f"a budget on the inference time works with the methods {COST_AWARE_METHODS}, "
+                             f"not {options.method!r}")
     if options.method == "topk":
-        return select_topk(info, options.top_k)
+        return select_topk(info, options.top_k, options.max_inference_ms)
     if options.method in ("greedy", "greedy-per-head", "diverse"):
         if options.top_k < 1:
             raise SelectionError(f"top-k must be >= 1, got {options.top_k}")
@@ -198,7 +209,9 @@ def _write(info: CampaignInfo, selection: Selection, out: Path, options: BuildOp
             members=entries,
             selection=SelectionInfo(method=selection.method, top_k=options.top_k,
                                     candidates=selection.candidates, history=selection.history,
-                                    per_head=bool(selection.head_weights), excluded=excluded))
+                                    per_head=bool(selection.head_weights), excluded=excluded,
+                                    max_inference_ms=options.max_inference_ms,
+                                    inference_ms=_summed_inference_ms(info, selection)))
         write_manifest(tmp, manifest)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -207,6 +220,12 @@ def _write(info: CampaignInfo, selection: Selection, out: Path, options: BuildOp
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _summed_inference_ms(info: CampaignInfo, selection: Selection) -> float | None:
+    """The members' summed inference time per graph (None: a member never measured it)."""
+    costs = [inference_ms(info.trials[t]) for t in selection.trial_ids]
+    return None if any(c is None for c in costs) else float(sum(costs))
 
 
 def build_ensemble(campaign_dir: str | os.PathLike, out: str | os.PathLike,

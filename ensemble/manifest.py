@@ -90,6 +90,8 @@ class SelectionInfo(_Model):
     per_head: bool = False  # members carry per-head weights
     #: trials that would have been candidates by objective but were left out, with the reason
     excluded: list[ExcludedTrial] = Field(default_factory=list)
+    max_inference_ms: float | None = None  # the budget the members were chosen within (None: none)
+    inference_ms: float | None = None  # the members' summed inference ms per graph (None: not measured)
 
 
 class UncertaintyInfo(_Model):

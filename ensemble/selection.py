@@ -13,6 +13,12 @@ head's own loss, so each head gets its own weights (a member far better on one h
 head alone). The heads pick in turns and share one member set of at most K distinct models: once K
 distinct models are in, later picks choose among them.
 
+Cost-aware selection (``max_inference_ms``, for top-K and greedy): the members' summed inference
+time per graph (each trial's ``inference_ms_per_graph``, what running the ensemble costs) stays
+within a budget. Top-K walks the trials best first and skips one that would exceed the budget;
+greedy picks, at each step, the best candidate among those whose addition keeps the distinct
+members within it (a member picked again costs nothing more) and stops early when none fits.
+
 Diverse selection (:func:`diverse_selection`, in the spirit of AutoDEUQ and hyper-deep
 ensembles) is Caruana's greedy selection with replacement on another loss: the validation NLL of
 the ensemble's Gaussian (weighted mean of the members, std their weighted spread times its
@@ -48,14 +54,39 @@ class Selection:
     head_weights: dict[str, list[float]] = field(default_factory=dict)
 
 
-def select_topk(campaign: CampaignInfo, k: int) -> Selection:
-    """The ``k`` best eligible trials by objective, equally weighted.
+def inference_ms(trial: CampaignTrial) -> float | None:
+    """What running ``trial``'s model costs (ms per graph, from its result), or None."""
+    return None if trial.result is None else trial.result.inference_ms_per_graph
+
+
+def within_budget(ranked: Sequence[CampaignTrial], max_inference_ms: float | None) -> list[CampaignTrial]:
+    """``ranked`` without the trials that alone exceed ``max_inference_ms`` or never measured their
+    inference time (all of ``ranked`` when there is no budget)."""
+    if max_inference_ms is None:
+        return list(ranked)
+    return [t for t in ranked if (cost := inference_ms(t)) is not None and cost <= max_inference_ms]
+
+
+def select_topk(campaign: CampaignInfo, k: int, max_inference_ms: float | None = None) -> Selection:
+    """The ``k`` best eligible trials by objective, equally weighted; with ``max_inference_ms``,
+    the best trials that fit in that summed inference time (fewer than ``k`` when no more fit).
 
     Raises :class:`SelectionError` when ``k < 1`` or fewer than ``k`` trials are eligible
-    (the message lists why the others were excluded)."""
+    (the message lists why the others were excluded), or no trial fits the budget."""
     if k < 1:
         raise SelectionError(f"top-k must be >= 1, got {k}")
     ranked = campaign.ranked()
+    if max_inference_ms is not None:
+        chosen, spent = [], 0.0
+        for trial in within_budget(ranked, max_inference_ms):
+            if len(chosen) < k and spent + inference_ms(trial) <= max_inference_ms:
+                chosen.append(trial)
+                spent += inference_ms(trial)
+        if not chosen:
+            raise SelectionError(f"{campaign.root}: no trial runs within {max_inference_ms:g} ms per graph "
+                                 f"(of {len(ranked)} eligible, the cheapest: {_cheapest(ranked)})")
+        return Selection([t.trial_id for t in chosen], [1.0 / len(chosen)] * len(chosen), "topk",
+                         candidates=[t.trial_id for t in ranked])
     if len(ranked) < k:
         raise SelectionError(
             f"{campaign.root}: only {len(ranked)} completed trial(s) with a checkpoint, {k} asked; "
@@ -63,6 +94,11 @@ def select_topk(campaign: CampaignInfo, k: int) -> Selection:
     chosen = ranked[:k]
     return Selection([t.trial_id for t in chosen], [1.0 / k] * k, "topk",
                      candidates=[t.trial_id for t in ranked])
+
+
+def _cheapest(trials: Sequence[CampaignTrial]) -> str:
+    costs = [c for t in trials if (c := inference_ms(t)) is not None]
+    return f"{min(costs):.3g} ms" if costs else "none measured its inference time"
 
 
 def _describe_excluded(trials: Sequence[CampaignTrial]) -> str:
@@ -87,13 +123,15 @@ def ensemble_loss(predictions: Mapping[str, np.ndarray], targets: Mapping[str, n
 
 
 def greedy_selection(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
-                     k: int, candidate_ids: Sequence[int]) -> Selection:
+                     k: int, candidate_ids: Sequence[int], costs: Sequence[float] | None = None,
+                     budget: float | None = None) -> Selection:
     """Caruana's greedy ensemble selection with replacement, ``k`` picks.
 
     ``predictions[head]``: ``[M, rows, dim]`` validation predictions of the M candidates (in
     ``candidate_ids`` order); ``targets[head]``: ``[rows, dim]``. Ties go to the earlier candidate
     (pass candidates best objective first). Returns the distinct picked trials with weights
-    ``count / k``."""
+    ``count / picks``. With ``costs`` (per candidate) and ``budget``, the distinct picked
+    candidates' summed cost stays within ``budget`` (fewer than ``k`` picks when nothing fits)."""
     if k < 1:
         raise SelectionError(f"top-k must be >= 1, got {k}")
     m = len(candidate_ids)
@@ -113,15 +151,29 @@ def greedy_selection(predictions: Mapping[str, np.ndarray], targets: Mapping[str
             err = trial_mean - targets[head][None]
             losses += (err ** 2).reshape(m, -1).mean(axis=1) / scales[head]
         losses /= max(len(predictions), 1)
+        if costs is not None and budget is not None:
+            losses += _over_budget(costs, budget, order)
         best = int(np.argmin(losses))  # argmin returns the first minimum: ties -> earlier candidate
+        if not np.isfinite(losses[best]):
+            break  # nothing more fits in the budget
         counts[best] += 1
         if best not in order:
             order.append(best)
         for head, pred in predictions.items():
             running[head] += pred[best]
         history.append(float(losses[best]))
-    return Selection([int(candidate_ids[i]) for i in order], [float(counts[i]) / k for i in order],
+    if not order:
+        raise SelectionError(f"no candidate runs within the budget of {budget:g} ms per graph")
+    picks = int(counts.sum())
+    return Selection([int(candidate_ids[i]) for i in order], [float(counts[i]) / picks for i in order],
                      "greedy", candidates=[int(c) for c in candidate_ids], history=history)
+
+
+def _over_budget(costs: Sequence[float], budget: float, order: list[int]) -> np.ndarray:
+    """0 for the candidates that may be picked next within ``budget``, inf for the others."""
+    spent = sum(costs[i] for i in order)
+    extra = np.array([0.0 if i in order else float(c) for i, c in enumerate(costs)])
+    return np.where(spent + extra <= budget, 0.0, np.inf)
 
 
 def _check_shapes(predictions: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], m: int) -> None:

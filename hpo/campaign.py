@@ -21,7 +21,7 @@ import difflib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hpo.campaign_dir import FROZEN_BASE_CONFIG, FROZEN_CAMPAIGN, CampaignDir
-from hpo.objective import ObjectiveKey, check_objective_key
+from hpo.objective import ObjectiveKey, Objectives, check_objective_key
 from hpo.optimizers import OptimizerOptionError, check_optimizer_name, check_optimizer_options
 from hpo.space import ConfigPathError, SearchSpace, SearchSpaceError, check_config_paths
 
@@ -141,6 +141,8 @@ class CampaignConfig(_Strict):
     base_config: Path
     search_space: dict[str, Any]
     objective: str = "objective"
+    # a multi-objective campaign: an accuracy key first, then accuracy or cost keys (hpo.objective)
+    objectives: list[str] | None = None
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     early_stopping: EarlyStoppingConfig = Field(default_factory=EarlyStoppingConfig)
     max_trials: int = Field(ge=1)
@@ -195,6 +197,25 @@ class CampaignConfig(_Strict):
         return names
 
     @model_validator(mode="after")
+    def _several_objectives(self) -> "CampaignConfig":
+        if self.objectives is None:
+            return self
+        parsed = Objectives.parse(self.objectives)
+        if len(parsed.keys) < 2:
+            raise ValueError("objectives: a multi-objective campaign names two or more keys "
+                             "(for one, write objective: <key>)")
+        if "objective" in self.model_fields_set and self.objective != parsed.primary.text:
+            raise ValueError(f"objective {self.objective!r} and objectives {self.objectives}: give one "
+                             "(with objectives, the first is the objective)")
+        self.objective = parsed.primary.text
+        return self
+
+    @property
+    def objective_set(self) -> Objectives:
+        """What the campaign minimises (:class:`hpo.objective.Objectives`)."""
+        return Objectives.parse(self.objectives or [self.objective])
+
+    @model_validator(mode="after")
     def _comparable_objectives(self) -> "CampaignConfig":
         if self.objective == "objective" and LOSS_FUNCTION_KEY in self.search_space:
             raise ValueError(
@@ -240,6 +261,7 @@ class FrozenCampaign:
     objective: ObjectiveKey
     search_space: SearchSpace | None
     dataset: Path | None
+    objectives: Objectives = field(default_factory=lambda: Objectives.parse([DEFAULT_OBJECTIVE]))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "FrozenCampaign":
@@ -259,7 +281,11 @@ class FrozenCampaign:
         except (SearchSpaceError, TypeError):
             space = None
         dataset = Path(data["dataset"]) if isinstance(data.get("dataset"), str) and data["dataset"] else None
-        return cls(data, config, objective, space, dataset)
+        try:
+            objectives = Objectives.parse(data.get("objectives") or [objective.text])
+        except (ValueError, TypeError):
+            objectives = Objectives((objective,))
+        return cls(data, config, objective, space, dataset, objectives)
 
     @classmethod
     def of(cls, config: CampaignConfig) -> "FrozenCampaign":

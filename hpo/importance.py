@@ -63,9 +63,22 @@ def _value_of(target: str) -> Callable[[Any], float | None]:
 
 
 def targets_of(trials: list[Any]) -> list[str]:
-    """``objective``, every ``val_mae:<head>`` some trial has, and ``slot_seconds``."""
+    """``objective``, every ``val_mae:<head>`` some trial has, ``slot_seconds`` and (when trials
+    measured it) ``inference_ms_per_graph``."""
     heads = sorted({k for t in trials for k in t.user_attrs if k.startswith("val_mae:")})
-    return ["objective", *heads, "slot_seconds"]
+    cost = ["inference_ms_per_graph"] if any(t.user_attrs.get("inference_ms_per_graph") for t in trials) else []
+    return ["objective", *heads, "slot_seconds", *cost]
+
+
+def first_objective(trials: list[Any]) -> list[Any]:
+    """The trials of a multi-objective study as single-objective ones valued at their first
+    objective (what importance is estimated for; the other objectives are targets of their own)."""
+    from optuna.trial import FrozenTrial
+
+    return [FrozenTrial(number=t.number, state=t.state, value=t.values[0] if t.values else None, values=None,
+                        datetime_start=t.datetime_start, datetime_complete=t.datetime_complete, params=t.params,
+                        distributions=t.distributions, user_attrs=t.user_attrs, system_attrs={},
+                        intermediate_values=t.intermediate_values, trial_id=t._trial_id) for t in trials]
 
 
 @contextlib.contextmanager
@@ -184,6 +197,8 @@ def campaign_importances(state: CampaignState, space: SearchSpace, resamples: in
     from hpo.optuna_study import frozen_trials
 
     trials = frozen_trials(state, space)
+    if state.objectives.multi:
+        trials = first_objective(trials)
     targets = targets_of(trials)
     found = importances(trials, targets, resamples, seed)
     if not found and len(trials) >= MIN_TRIALS:

@@ -16,10 +16,14 @@ stopped (early)         ``PRUNED`` (value: its best objective, as Optuna's prune
 diverged, failed        ``FAIL`` (a timeout without any finished epoch too)
 learning curve          ``intermediate_values`` {epoch: validation objective}
 params                  ``params`` with distributions from the frozen search space
+several objectives      a study with one ``minimize`` direction per objective: ``values``
+                        of a ``COMPLETE`` trial are its objectives in the campaign's order
+                        (``study.best_trials`` is the Pareto front); ``PRUNED`` trials
+                        have none
 start/end               ``datetime_start`` / ``datetime_complete`` (local time)
 slots, size, host,      ``user_attrs``: ``trial_id``, ``status``, ``slots``, ``size``, ``hosts``,
 wall time, reason       ``wall_time_s``, ``slot_seconds``, ``epochs``, ``failure_reason``,
-                        ``attempts``, per-head ``val_mae:<head>``
+                        ``attempts``, ``inference_ms_per_graph``, per-head ``val_mae:<head>``
 ======================  ===============================================================
 """
 
@@ -81,6 +85,7 @@ def _user_attrs(record: TrialRecord) -> dict[str, Any]:
         "hosts": sorted(set(last.hosts)), "attempts": len(record.attempts),
         "wall_time_s": wall, "slot_seconds": None if wall is None else float(wall) * slots,
         "epochs": result.epochs if result is not None else None, "failure_reason": last.reason,
+        "inference_ms_per_graph": result.inference_ms_per_graph if result is not None else None,
     }
     for head, metrics in (result.heads if result is not None else {}).items():
         if metrics.val_mae is not None:
@@ -100,12 +105,16 @@ def frozen_trials(state: CampaignState, space: SearchSpace) -> list[Any]:
         params = {k: v for k, v in record.params.items() if k in dists}
         state_ = _state_of(record)
         value = record.objective if state_ in (TrialState.COMPLETE, TrialState.PRUNED) else None
-        if state_ == TrialState.COMPLETE and value is None:
+        values = None
+        if state.objectives.multi:
+            value, values = None, list(record.objective_values) if state_ == TrialState.COMPLETE and \
+                record.objective_values is not None else None
+        if state_ == TrialState.COMPLETE and value is None and values is None:
             state_ = TrialState.FAIL
         curve = {int(e): float(v) for e, v in last.curve if v is not None}
         number = len(out)
         out.append(FrozenTrial(
-            number=number, state=state_, value=value, values=None,
+            number=number, state=state_, value=value, values=values,
             datetime_start=_when(last.start), datetime_complete=_when(last.end),
             params=params, distributions={k: dists[k] for k in params}, user_attrs=_user_attrs(record),
             system_attrs={}, intermediate_values=curve, trial_id=number,
@@ -118,7 +127,8 @@ def study_from_state(state: CampaignState, space: SearchSpace, storage: Any = No
     """An Optuna study (in memory unless ``storage`` is given) holding the campaign's finished trials."""
     import optuna
 
-    study = optuna.create_study(storage=storage, study_name=study_name, direction="minimize")
+    study = optuna.create_study(storage=storage, study_name=study_name,
+                                directions=["minimize"] * len(state.objectives.keys))
     study.add_trials(frozen_trials(state, space))
     return study
 

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
 from hpo.failures import failure_counts
+from hpo.pareto import format_pareto, pareto_front, plot_pareto
 from hpo.results_table import head_error, result_heads
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
@@ -586,6 +587,7 @@ class ReportFiles:
     cost_png: Path | None = None  # None: no attempt journaled per-epoch predictions
     importance_png: Path | None = None  # None: too few completed trials, or no search space known
     parallel_png: Path | None = None  # None: no trial with an objective
+    pareto_png: Path | None = None  # None: one objective, or no trial on the front
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
     finished_reason: str | None = None  # the campaign's campaign_finished reason (None: running or crashed)
     figure_errors: dict[str, str] = field(default_factory=dict)  # figure -> why it was not drawn
@@ -616,7 +618,8 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
                  ensemble_dir: str | os.PathLike | None = None) -> ReportFiles:
     """Summary text plus ``report/objective.png``, ``report/gantt.png``, (when trials reported
     epochs) ``report/curves.png``, (with enough completed trials) the hyperparameter importances
-    in the text and ``report/importance.png``, and all of it in ``report/index.html``
+    in the text and ``report/importance.png``, (several objectives) the Pareto front in the text and
+    ``report/pareto.png``, and all of it in ``report/index.html``
     (:mod:`hpo.report_html`; with ``ensemble_dir``, the ensemble's members and plots too)."""
     campaign_dir = Path(campaign_dir)
     record = _load_record(campaign_dir)
@@ -645,10 +648,15 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
         files.importance_png = _draw(errors, "importance", out / "importance.png",
                                      lambda p: plot_importance(found, p, short))
     files.parallel_png = _draw(errors, "parallel", out / "parallel.png", lambda p: plot_parallel(state, p, short))
+    front = pareto_front(state)
+    if front is not None:
+        files.text += "\n\n" + format_pareto(front)
+        files.pareto_png = _draw(errors, "pareto", out / "pareto.png", lambda p: plot_pareto(front, p))
     from hpo.report_html import write_html
 
     figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
-               "cost": files.cost_png, "importance": files.importance_png, "parallel": files.parallel_png}
+               "cost": files.cost_png, "importance": files.importance_png, "parallel": files.parallel_png,
+               "pareto": files.pareto_png}
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
                             title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors)
     return files

@@ -163,6 +163,9 @@ def write_html(path: Path, state: CampaignState, summary_text: str, figures: dic
         _figure("parallel", "parallel coordinates of the searched parameters and the objective"),
         _figure("gantt", "slot usage over time (Gantt)"),
         _figure("cost", "the cost model: predicted vs actual wall time per attempt and per epoch"),
+        *(["<h2>Pareto front</h2>", _figure("pareto", "the first objective against each other one; "
+                                              "the non-dominated trials in blue")]
+          if figures.get("pareto") is not None or "pareto" in errors else []),
         "<h2>Learning curves</h2>",
         _figure("curves", "validation objective per epoch; trials stopped early marked")
         or "<p>No trial reported epochs.</p>",

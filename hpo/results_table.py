@@ -9,7 +9,9 @@ jobs are gathered, and its trajectory plot relies on it):
 * ``p:<key>`` per search-space key;
 * ``objective``: DeepHyper's maximised objective, i.e. the **negated** loss of a trial with a
   result (completed, or stopped early: its best value at the rung it reached), DeepHyper's failure
-  marker ``F`` for any other finished trial;
+  marker ``F`` for any other finished trial; a multi-objective campaign has, as DeepHyper's
+  multi-objective tables, ``objective_0``, ``objective_1``, ... instead (each negated, in the order
+  of the campaign's ``objectives``; ``F`` in each for a trial without them all);
 * ``loss``: the minimised objective as the trainer reported it (``result.json``), empty for a
   failure;
 * ``job_id`` (the trial id), ``job_status``: ``DONE`` (a trial_finished event) or ``FAILED``;
@@ -20,7 +22,7 @@ jobs are gathered, and its trajectory plot relies on it):
   first started, as DeepHyper's are relative to its search's start;
 * ``m:status`` (result.json status), ``m:attempts``, ``m:slots`` and ``m:host`` (``;``-separated),
   ``m:size``, ``m:wall_time_s``, ``m:epochs``, ``m:num_parameters``, ``m:peak_memory_mb``,
-  ``m:failure_reason``;
+  ``m:failure_reason``, ``m:inference_ms_per_graph``;
 * per head the trial predicted, its errors in physical units (the head's unit, from result.json):
   ``m:<head>_val_mae``, ``m:<head>_val_rmse``, ``m:<head>_test_mae``, ``m:<head>_test_rmse``.
 
@@ -58,6 +60,7 @@ METADATA_COLUMNS: tuple[str, ...] = (
     "m:num_parameters",
     "m:peak_memory_mb",
     "m:failure_reason",
+    "m:inference_ms_per_graph",
 )
 
 
@@ -109,7 +112,9 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the results table (strings, as written to the CSV)."""
     keys = state.param_keys
     heads = result_heads(state.finished)
-    header = ([f"p:{k}" for k in keys] + ["objective", "loss", "job_id", "job_status", *METADATA_COLUMNS]
+    several = len(state.objectives.keys) if state.objectives.multi else 0
+    objective_columns = [f"objective_{i}" for i in range(several)] if several else ["objective"]
+    header = ([f"p:{k}" for k in keys] + objective_columns + ["loss", "job_id", "job_status", *METADATA_COLUMNS]
               + [f"m:{h}_{e}" for h in heads for e in HEAD_ERRORS])
     rows = []
     t0 = state.start_time
@@ -118,10 +123,12 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
         assert last is not None
         result = record.result
         loss = record.objective
+        values = record.objective_values if several else (loss,)
         rows.append(
             [_fmt(record.params.get(k)) for k in keys]
+            + ([FAILURE_MARKER] * len(objective_columns) if values is None or loss is None
+               else [_fmt(-v) for v in values])
             + [
-                FAILURE_MARKER if loss is None else _fmt(-loss),
                 _fmt(loss),
                 str(record.trial_id),
                 _job_status(record),
@@ -139,6 +146,7 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
                     _fmt(result.wall_time_s), _fmt(result.epochs), _fmt(result.num_parameters),
                     _fmt(result.peak_memory_mb))),
                 _fmt(last.reason),
+                _fmt(None if result is None else result.inference_ms_per_graph),
             ]
             + [_fmt(head_error(record, h, e)) for h in heads for e in HEAD_ERRORS]
         )
@@ -171,10 +179,11 @@ def _number(text: str) -> Any:
 
 
 def _loss(row: dict[str, str]) -> float | None:
-    """The minimised objective of a row: ``loss``, or the negated ``objective`` (a DeepHyper table)."""
+    """The minimised objective of a row: ``loss``, or the negated ``objective`` (``objective_0`` in
+    a multi-objective table: DeepHyper's)."""
     if row.get("loss"):
         return float(row["loss"])
-    objective = row.get("objective") or ""
+    objective = row.get("objective") or row.get("objective_0") or ""
     return -float(objective) if objective and not objective.startswith(FAILURE_MARKER) else None
 
 
@@ -195,7 +204,8 @@ def _result_of_row(row: dict[str, str], status: TrialStatus, loss: float | None)
                 setattr(heads.setdefault(head, HeadMetrics()), error, number(f"{head}_{error}"))
     return TrialResult(status=status, objective=loss, heads=heads, num_parameters=number("num_parameters", int),
                        epochs=number("epochs", int) or 0, wall_time_s=number("wall_time_s") or 0.0,
-                       peak_memory_mb=number("peak_memory_mb"), failure_reason=row.get("m:failure_reason") or None)
+                       peak_memory_mb=number("peak_memory_mb"), failure_reason=row.get("m:failure_reason") or None,
+                       inference_ms_per_graph=number("inference_ms_per_graph"))
 
 
 def state_from_results_csv(path: str | os.PathLike) -> CampaignState:

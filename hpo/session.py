@@ -77,7 +77,8 @@ class CampaignSession:
             state = CampaignState.replay(events)
             runs = len(state.segments)  # the runs before this one
             optimizer = make_optimizer(config.optimizer.name, config.space,
-                                       config.seed + RESUME_SEED_STRIDE * runs, config.optimizer.options)
+                                       config.seed + RESUME_SEED_STRIDE * runs, config.optimizer.options,
+                                       num_objectives=len(config.objective_set.keys))
             for params, objective in state.history():
                 optimizer.tell_past(params, objective)
             with warnings.catch_warnings():

@@ -37,7 +37,7 @@ from hpo.events import (
     event_from_json,
 )
 from hpo.journal import collector_paused
-from hpo.objective import ObjectiveKey
+from hpo.objective import ObjectiveKey, Objectives
 from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
 from hydragnn_ensemble.result import EpochReport, TrialResult
 
@@ -93,7 +93,8 @@ class TrialRecord:
     params: dict[str, Any] = field(default_factory=dict)
     suggested_time: float | None = None
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
-    objective: float | None = None
+    objective: float | None = None  # the (primary) objective of its last attempt
+    objective_values: tuple[float, ...] | None = None  # a multi-objective campaign's every objective
 
     @property
     def last_attempt(self) -> AttemptRecord | None:
@@ -131,6 +132,7 @@ class CampaignState:
     trials: dict[int, TrialRecord] = field(default_factory=dict)
     campaign: FrozenCampaign | None = None  # the last run's frozen campaign
     objective_key: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
+    objectives: Objectives = field(default_factory=lambda: Objectives.parse(["objective"]))
     start_time: float | None = None
     last_time: float | None = None
     segments: list[list[float]] = field(default_factory=list)  # [start, end, slots] of each run
@@ -257,6 +259,7 @@ class CampaignState:
             attempt.reason = event.result.failure_reason if event.result is not None else None
         if attempt.attempt == max(record.attempts):  # the objective is the last attempt's
             record.objective = self.objective_key.of_result(event.result)
+            record.objective_values = self.objectives.of_result(event.result) if self.objectives.multi else None
 
     def _on_campaign_started(self, event: CampaignStarted) -> None:
         previous_end = self.segments[-1][1] if self.segments else None
@@ -267,6 +270,7 @@ class CampaignState:
                     attempt.end = previous_end if previous_end is not None else attempt.start
         self.campaign = event.campaign
         self.objective_key = event.campaign.objective
+        self.objectives = event.campaign.objectives
         self.journal_format = event.format
         self.finished_reason = None
         self.segments.append([event.time, event.time, event.slots])
@@ -345,8 +349,11 @@ class CampaignState:
             keys.update(dict.fromkeys(record.params))
         return list(keys)
 
-    def history(self) -> list[tuple[dict[str, Any], float | None]]:
-        """``(params, objective or None)`` of every finished trial: what ``tell_past`` replays."""
+    def history(self) -> list[tuple[dict[str, Any], float | tuple[float, ...] | None]]:
+        """``(params, objective or None)`` of every finished trial (a multi-objective campaign's:
+        every objective, or None): what ``tell_past`` replays."""
+        if self.objectives.multi:
+            return [(r.params, r.objective_values) for r in self.finished]
         return [(r.params, r.objective) for r in self.finished]
 
 

@@ -19,6 +19,9 @@ Schema (JSON object; every key always present, ``null`` where unknown):
 - ``checkpoint``: file name of the best checkpoint relative to RUN_DIR, or ``null``
 - ``partial_epoch``: the fraction of an epoch trained after the last completed one when the run
   ended during an epoch (a campaign's stop request looked for every few batches), else 0
+- ``inference_ms_per_graph``: what the model costs to run: the median over its epochs of the
+  validation pass's milliseconds x processes per validation graph (batched, the trainer's device;
+  forces included for a potential), or ``null`` (no epoch evaluated)
 
 Reading is strict, because a trial program may write anything: :meth:`TrialResult.read` refuses a
 file over :data:`MAX_RESULT_BYTES`, a value of the wrong type or an unknown key (a ValueError naming
@@ -85,7 +88,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,), "objective": _NUMBER, "heads": (dict,), "num_parameters": (int,),
     "epochs": (int,), "best_epoch": (int,), "wall_time_s": _NUMBER, "peak_memory_mb": _NUMBER,
     "slots": (int,), "device": (str,), "failure_reason": (str,), "traceback": (str,),
-    "log_tail": (str,), "checkpoint": (str,), "partial_epoch": _NUMBER,
+    "log_tail": (str,), "checkpoint": (str,), "partial_epoch": _NUMBER, "inference_ms_per_graph": _NUMBER,
 }
 _REQUIRED = ("status",)
 _METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse")
@@ -121,6 +124,7 @@ class TrialResult:
     log_tail: str | None = None
     checkpoint: str | None = None
     partial_epoch: float = 0.0
+    inference_ms_per_graph: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -155,7 +159,7 @@ class TrialResult:
         return cls(d["status"], get("objective"), heads, get("num_parameters"), get("epochs") or 0,
                    get("best_epoch"), get("wall_time_s") or 0.0, get("peak_memory_mb"), get("slots") or 1,
                    get("device") or "cpu", get("failure_reason"), get("traceback"), get("log_tail"),
-                   get("checkpoint"), get("partial_epoch") or 0.0)
+                   get("checkpoint"), get("partial_epoch") or 0.0, get("inference_ms_per_graph"))
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrialResult":

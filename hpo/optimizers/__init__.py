@@ -44,7 +44,10 @@ class OptimizerEntry:
 OPTIMIZERS: dict[str, OptimizerEntry] = {
     "deephyper-cbo": OptimizerEntry("hpo.optimizers.deephyper_cbo", "DeepHyperCBO",
                                     "DeepHyper's centralized Bayesian optimization (the default)"),
-    "optuna-tpe": OptimizerEntry("hpo.optimizers.optuna_tpe", "OptunaTPE", "Optuna's TPE sampler"),
+    "optuna-tpe": OptimizerEntry("hpo.optimizers.optuna_tpe", "OptunaTPE",
+                                 "Optuna's TPE sampler (MOTPE for several objectives)"),
+    "optuna-nsga2": OptimizerEntry("hpo.optimizers.optuna_nsga2", "OptunaNSGA2",
+                                   "Optuna's NSGA-II sampler (evolutionary, for several objectives)"),
     "random": OptimizerEntry("hpo.optimizers.random_search", "RandomSearch", "uniform random search"),
 }
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
@@ -58,12 +61,14 @@ def check_optimizer_name(name: str) -> str:
 
 
 def make_optimizer(
-    name: str, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None
+    name: str, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None,
+    num_objectives: int = 1,
 ) -> Optimizer:
-    """The backend called ``name`` over ``space``; ``options`` go to the backend's library."""
+    """The backend called ``name`` over ``space`` minimising ``num_objectives`` objectives;
+    ``options`` go to the backend's library."""
     entry = OPTIMIZERS[check_optimizer_name(name)]
     backend = getattr(importlib.import_module(entry.module), entry.class_name)
-    return backend(space, seed, options)
+    return backend(space, seed, options, num_objectives)
 
 
 def check_optimizer_options(name: str, options: Mapping[str, Any]) -> None:

@@ -3,7 +3,9 @@
 The campaign asks for suggestions in batches (never waiting for running trials), tells each result
 when its trial ends (``None`` for a failed trial: backends record it with their own failure marker,
 never with a made-up number) and, on resume, replays the history with :meth:`Optimizer.tell_past`.
-All objectives are minimised.
+All objectives are minimised. A multi-objective optimizer (``num_objectives`` > 1) is told a tuple
+of that many finite numbers per trial (or ``None``); its best (:attr:`Optimizer.best_objective`)
+is by the first.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from hpo.space import SearchSpace
 
-__all__ = ["Optimizer", "OptimizerOptionError", "Suggestion", "UnknownSuggestionError"]
+__all__ = ["Objective", "Optimizer", "OptimizerOptionError", "Suggestion", "UnknownSuggestionError"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,18 @@ class Suggestion:
 
     suggestion_id: int
     params: dict[str, Any]
+
+
+#: what a trial is told: one number, several (a multi-objective optimizer), or None (failed)
+Objective = float | tuple[float, ...] | None
+
+
+def _finite_number(value: Any) -> float:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"objective must be a number or None (failed), got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"objective must be finite, got {value!r}: tell None for a failed trial")
+    return float(value)
 
 
 class UnknownSuggestionError(ValueError):
@@ -59,9 +73,12 @@ class Optimizer(ABC):
 
     name: str = "base"
 
-    def __init__(self, space: SearchSpace, seed: int = 0):
+    def __init__(self, space: SearchSpace, seed: int = 0, num_objectives: int = 1):
+        if num_objectives < 1:
+            raise ValueError(f"num_objectives must be >= 1, got {num_objectives}")
         self.space = space
         self.seed = seed
+        self.num_objectives = num_objectives
         self._next_id = 0
         self._pending: dict[int, dict[str, Any]] = {}
         self.num_told = 0
@@ -88,8 +105,9 @@ class Optimizer(ABC):
             out.append(Suggestion(sid, params))
         return out
 
-    def tell(self, suggestion_id: int, objective: float | None, stopped_after: int | None = None) -> None:
-        """Report the result of a suggestion; ``None`` marks a failed trial. ``stopped_after``: the
+    def tell(self, suggestion_id: int, objective: Objective, stopped_after: int | None = None) -> None:
+        """Report the result of a suggestion (a number, or a tuple of ``num_objectives`` numbers);
+        ``None`` marks a failed trial. ``stopped_after``: the
         campaign's stopper ended the trial after that many epochs (the fidelity it reached), and
         ``objective`` is its best so far; a backend that knows fidelities records it as such
         (:meth:`_tell_stopped`), the others as a result."""
@@ -106,7 +124,7 @@ class Optimizer(ABC):
         else:
             self._tell(suggestion_id, params, objective)
 
-    def tell_past(self, params: Mapping[str, Any], objective: float | None) -> None:
+    def tell_past(self, params: Mapping[str, Any], objective: Objective) -> None:
         """Replay a result from an earlier run of the campaign (resume)."""
         objective = self._check_objective(objective)
         params = self.space.coerce(params)
@@ -124,36 +142,38 @@ class Optimizer(ABC):
         """``n`` parameter dicts (any numeric types; normalised by the caller)."""
 
     @abstractmethod
-    def _tell(self, suggestion_id: int, params: dict[str, Any], objective: float | None) -> None:
-        """Record the result of a suggestion handed out by :meth:`_ask`."""
+    def _tell(self, suggestion_id: int, params: dict[str, Any], objective: Objective) -> None:
+        """Record the result of a suggestion handed out by :meth:`_ask` (a float, or a tuple of
+        ``num_objectives`` floats, or None)."""
 
     @abstractmethod
-    def _tell_past(self, params: dict[str, Any], objective: float | None) -> None:
+    def _tell_past(self, params: dict[str, Any], objective: Objective) -> None:
         """Record a result of a point this optimizer instance did not suggest."""
 
-    def _tell_stopped(self, suggestion_id: int, params: dict[str, Any], objective: float, epochs: int) -> None:
+    def _tell_stopped(self, suggestion_id: int, params: dict[str, Any], objective: float | tuple[float, ...],
+                      epochs: int) -> None:
         """Record a trial stopped early after ``epochs`` epochs with ``objective`` its best so far
         (default: as a result)."""
         self._tell(suggestion_id, params, objective)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _check_objective(self, objective: Any) -> float | None:
+    def _check_objective(self, objective: Any) -> Objective:
         if objective is None:
             return None
-        if not isinstance(objective, numbers.Real) or isinstance(objective, bool):
-            raise ValueError(f"objective must be a number or None (failed), got {objective!r}")
-        if not math.isfinite(objective):
-            raise ValueError(
-                f"objective must be finite, got {objective!r}: tell None for a failed trial"
-            )
-        return float(objective)
+        if self.num_objectives == 1:
+            return _finite_number(objective)
+        if not isinstance(objective, Sequence) or len(objective) != self.num_objectives:
+            raise ValueError(f"optimizer {self.name!r}: {self.num_objectives} objectives per trial, got {objective!r}")
+        return tuple(_finite_number(v) for v in objective)
 
-    def _record(self, params: dict[str, Any], objective: float | None) -> None:
+    def _record(self, params: dict[str, Any], objective: Objective) -> None:
         self.num_told += 1
         if objective is None:
             self.num_failed += 1
-        elif self.best_objective is None or objective < self.best_objective:
-            self.best_objective = objective
+            return
+        first = objective[0] if isinstance(objective, tuple) else objective
+        if self.best_objective is None or first < self.best_objective:
+            self.best_objective = first
             self.best_params = dict(params)
 
     def _describe_pending(self) -> str:

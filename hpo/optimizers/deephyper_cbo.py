@@ -18,7 +18,9 @@ Choices that keep the optimizer's cost per trial low (see ``bench/optimizer_cost
 Failed trials are told with DeepHyper's failure marker ``"F"`` (replaced inside DeepHyper by the
 worst observed value: ``filter_failures="max"``), never with a made-up number, and
 ``max_total_failures=-1`` so DeepHyper never stops on failures: the campaign's failure threshold
-decides. DeepHyper maximises, so minimised objectives are told negated.
+decides. DeepHyper maximises, so minimised objectives are told negated. Several objectives are
+told as a tuple (each negated): CBO then scalarises them (``moo_scalarization_strategy``, Chebyshev
+by default, with random weights per point) over min-max scaled objectives.
 
 DeepHyper's qUCBd often returns the same point for several of a batch's exploration weights (a
 batch of 8 held 2-5 distinct points in our tests). Exact duplicates of points already suggested are
@@ -34,7 +36,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hpo.optimizers.base import Optimizer, check_options
+from hpo.optimizers.base import Objective, Optimizer, check_options
 from hpo.space import CategoricalParam, FloatParam, IntParam, SearchSpace
 
 __all__ = ["DeepHyperCBO", "validate_options"]
@@ -86,8 +88,9 @@ class DeepHyperCBO(Optimizer):
 
     name = "deephyper-cbo"
 
-    def __init__(self, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None):
-        super().__init__(space, seed)
+    def __init__(self, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None,
+                 num_objectives: int = 1):
+        super().__init__(space, seed, num_objectives)
         CBO = _deephyper_hpo().CBO
 
         options = dict(options or {})
@@ -103,7 +106,7 @@ class DeepHyperCBO(Optimizer):
             checkpoint_history_to_csv=False,
             **self.options,
         )
-        self._unsent: list[tuple[dict[str, Any], float | str]] = []
+        self._unsent: list[tuple[dict[str, Any], float | list[float] | str]] = []
         self._seen: set[tuple] = set()
         self._rng = np.random.default_rng([seed, 1])
 
@@ -123,10 +126,16 @@ class DeepHyperCBO(Optimizer):
             batch.append(params)
         return batch
 
-    def _tell(self, suggestion_id: int, params: dict[str, Any], objective: float | None) -> None:
-        self._unsent.append((self._encode(params), FAILURE_MARKER if objective is None else -objective))
+    def _tell(self, suggestion_id: int, params: dict[str, Any], objective: Objective) -> None:
+        if objective is None:
+            told: float | list[float] | str = FAILURE_MARKER
+        elif isinstance(objective, tuple):
+            told = [-v for v in objective]
+        else:
+            told = -objective
+        self._unsent.append((self._encode(params), told))
 
-    def _tell_past(self, params: dict[str, Any], objective: float | None) -> None:
+    def _tell_past(self, params: dict[str, Any], objective: Objective) -> None:
         self._seen.add(self._point_key(params))
         self._tell(-1, params, objective)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import statistics
 import time
 import traceback
 from contextlib import nullcontext
@@ -162,6 +163,7 @@ class Trainer:
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
                          if tr.mixed_precision and device.type == "cuda" else nullcontext())
         self.history: list[EpochStats] = []
+        self.inference_ms: list[float] = []  # each validation pass: ms x processes per graph
 
     # construction helpers ----------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -321,6 +323,7 @@ class Trainer:
             t1 = self.budget.now()
             acc = self.evaluate("valset")
             t_val = self.budget.now() - t1
+            self.inference_ms.append(1000.0 * t_val * self.ctx.world_size / max(n_val, 1))
             # keep enough time to evaluate the test split with the best weights at the end
             self.budget.reserve_s = t_val * (1.0 + n_test / max(n_val, 1)) + 1.0
             objective = self.loss.objective(acc)
@@ -405,6 +408,7 @@ class Trainer:
             failure_reason=reason if status != TrialStatus.COMPLETED else None,
             checkpoint=CHECKPOINT_NAME if best.state is not None else None,
             partial_epoch=round(partial, 4),
+            inference_ms_per_graph=float(statistics.median(self.inference_ms)) if self.inference_ms else None,
         )
 
 

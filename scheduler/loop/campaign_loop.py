@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from hpo.objective import ObjectiveKey
+from hpo.objective import ObjectiveKey, Objectives
 from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
 from scheduler.cost_model import EpochTimes
@@ -65,6 +65,8 @@ class LoopRules:
     failure_threshold: float = 0.5
     min_trials_for_threshold: int = 8
     objective: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
+    # a multi-objective campaign's keys (the optimizer is told each trial's every objective)
+    objectives: Objectives | None = None
     max_pending: int | None = None  # a cap on the waiting candidates (the simulator's latency runs)
     trial_time_limit_s: float = math.inf  # no trial runs longer (re-estimated ends stay within it)
     # running trials may be moved to more slots at an epoch boundary: a simulator study only (the
@@ -84,6 +86,7 @@ class LoopRules:
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
                    objective=ObjectiveKey.parse(cfg.objective), trial_time_limit_s=cfg.trial_time_limit_s,
+                   objectives=cfg.objective_set if cfg.objective_set.multi else None,
                    drain_after_node_failures=cfg.drain_after_node_failures)
 
 
@@ -137,8 +140,9 @@ class LoopActions(ABC):
         or None when this was its last."""
 
     @abstractmethod
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
-        """A trial's last attempt ended: tell the optimizer ``objective`` (None: it failed)."""
+    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+        """A trial's last attempt ended: tell the optimizer ``objective`` (several for a
+        multi-objective campaign; None: it failed)."""
 
     @abstractmethod
     def drained(self, report: DrainReport) -> None:
@@ -370,7 +374,8 @@ class CampaignLoop:
             return
         objective = self.rules.objective.of_result(result)
         self.outcomes.record(spec.trial_id, result, objective)
-        self.actions.finished(spec, result, objective)
+        self.actions.finished(spec, result, objective if self.rules.objectives is None
+                              else self.rules.objectives.of_result(result))
         if self.stop_reason is None:
             message = self.outcomes.threshold_exceeded(self.rules.failure_threshold,
                                                        self.rules.min_trials_for_threshold)

@@ -170,7 +170,7 @@ class SchedulerRank(LoopActions):
         self._events: list[JournalEvent] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
         self._pending_stops: list[tuple[int, StopTrial]] = []  # sent after the progress is journaled
-        self._to_tell: list[tuple[TrialSpec, float | None, int | None]] = []  # outcomes of this turn
+        self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
@@ -264,7 +264,7 @@ class SchedulerRank(LoopActions):
                 again.append(f"{event.hostname} (node {node})")
         return again
 
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
+    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None
         self._to_tell.append((spec, objective, stopped_after))  # told after this turn's journal flush
 

@@ -283,7 +283,7 @@ class SimulatedCluster(LoopActions):
             objective=result.objective if curve is not None else None, stopped=result.status == TrialStatus.STOPPED,
             epochs=result.epochs if ok else None, needed_slot_s=self.by_id[tid].work_done(result.epochs) if ok else 0.0))
 
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | None) -> None:
+    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         self.on_finished()
 
     def drained(self, report: DrainReport) -> None:

@@ -417,6 +417,40 @@ def test_every_registered_stopper_runs_a_real_campaign(tmp_path: Path, method: s
     assert all(len(r.last_attempt.curve) >= 1 for r in state.finished)
 
 
+@pytest.mark.parametrize("optimizer", ["optuna-tpe", "deephyper-cbo"])
+def test_a_multi_objective_campaign_under_mpiexec(tmp_path: Path, optimizer: str) -> None:
+    """objectives: [objective, slot_seconds] with pareto-asha: every trial ends, the optimizer is
+    told both numbers (a wrong count would crash rank 0), results.csv has objective_0 / objective_1
+    (negated), and the report has the Pareto front, resumed too."""
+    from hpo.report import write_report
+
+    campaign = write_asha_campaign(tmp_path, max_trials=6, epoch_s=0.05)
+    data = yaml.safe_load(campaign.read_text())
+    data.pop("objective", None)
+    data.update(objectives=["objective", "slot_seconds"], optimizer={"name": optimizer, "options": {}},
+                early_stopping={"method": "pareto-asha", "min_epochs": 1, "reduction_factor": 3})
+    campaign.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 0, proc.stderr
+    state = CampaignState.replay(events(out))
+    assert len(state.finished) == 6 and state.num_failed == 0
+    for record in state.finished:
+        result = record.result
+        assert record.objective_values == (result.objective, result.wall_time_s * result.slots)
+    rows = {int(r["job_id"]): r for r in results_rows(out)}
+    assert "objective" not in rows[0]
+    for t, record in enumerate(state.finished):
+        assert [float(rows[t]["objective_0"]), float(rows[t]["objective_1"])] == [-v for v in record.objective_values]
+    files = write_report(out)
+    assert "Pareto front (" in files.text and files.pareto_png is not None
+    data["max_trials"] = 8
+    campaign.write_text(yaml.safe_dump(data))
+    proc = run_hpo(campaign, out, 3, "--resume")  # tell_past replays both objectives
+    assert proc.returncode == 0, proc.stderr
+    assert len(CampaignState.replay(events(out)).finished) == 8
+
+
 def test_a_placement_that_is_not_registered_is_refused_before_anything_starts(tmp_path: Path) -> None:
     campaign = write_campaign(tmp_path, placement="best-fit")
     out = tmp_path / "out"

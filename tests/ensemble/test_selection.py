@@ -75,6 +75,48 @@ def test_greedy_picks_with_replacement_and_weights_sum_to_one():
     assert (sel.trial_ids, sel.weights) == ([4], [1.0])
 
 
+def test_greedy_within_a_budget_skips_what_does_not_fit_and_repeats_for_free():
+    y = np.array([[-1.0], [1.0]] * 10)
+    preds = {"e": np.stack([y + 1.0, y - 1.0, y + 0.2])}  # A and B average exactly; C is good alone
+    free = greedy_selection(preds, {"e": y}, k=4, candidate_ids=[10, 11, 12])
+    assert (free.trial_ids, free.weights) == ([12, 11], [0.75, 0.25])  # C three times, then B: exact
+    # C costs 5: with a budget of 4 only A (1) and B (2) fit, and together they are exact
+    sel = greedy_selection(preds, {"e": y}, k=4, candidate_ids=[10, 11, 12], costs=[1.0, 2.0, 5.0], budget=4.0)
+    assert (sel.trial_ids, sel.weights) == ([10, 11], [0.5, 0.5])
+    # a budget of 1.5: A alone, picked four times (a repeat costs nothing more)
+    sel = greedy_selection(preds, {"e": y}, k=4, candidate_ids=[10, 11, 12], costs=[1.0, 2.0, 5.0], budget=1.5)
+    assert (sel.trial_ids, sel.weights, len(sel.history)) == ([10], [1.0], 4)
+    with pytest.raises(SelectionError, match="no candidate runs within the budget of 0.5"):
+        greedy_selection(preds, {"e": y}, k=2, candidate_ids=[10, 11, 12], costs=[1.0, 2.0, 5.0], budget=0.5)
+
+
+def test_cost_aware_topk_on_a_real_campaign(direct_campaign, tmp_path):
+    """The trainer measured each real trial's inference time; top-K within a budget takes the best
+    trials that fit, and the manifest records the budget and the members' summed time."""
+    info = read_campaign(direct_campaign.root)
+    ranked = info.ranked()
+    costs = {t.trial_id: t.result.inference_ms_per_graph for t in ranked}
+    assert all(c is not None and 0 < c < 1000 for c in costs.values()), costs
+    budget = costs[ranked[0].trial_id] + min(costs[t.trial_id] for t in ranked[1:]) + 1e-9
+    chosen = select_topk(info, 3, max_inference_ms=budget)
+    assert chosen.trial_ids[0] == ranked[0].trial_id and 1 <= len(chosen.trial_ids) <= 2
+    assert sum(costs[t] for t in chosen.trial_ids) <= budget
+    expected, spent = [], 0.0  # the reference walk: best first, skip what does not fit
+    for t in ranked:
+        if len(expected) < 3 and spent + costs[t.trial_id] <= budget:
+            expected.append(t.trial_id)
+            spent += costs[t.trial_id]
+    assert chosen.trial_ids == expected
+    with pytest.raises(SelectionError, match="no trial runs within 1e-06 ms per graph"):
+        select_topk(info, 3, max_inference_ms=1e-6)
+    manifest = build_ensemble(direct_campaign.root, tmp_path / "cheap",
+                              BuildOptions(top_k=3, method="topk", max_inference_ms=budget))
+    assert manifest.selection.max_inference_ms == budget
+    assert manifest.selection.inference_ms == pytest.approx(sum(costs[t] for t in expected))
+    with pytest.raises(SelectionError, match="works with the methods"):
+        build_ensemble(direct_campaign.root, tmp_path / "d", BuildOptions(method="diverse", max_inference_ms=1.0))
+
+
 def test_greedy_on_a_real_campaign(direct_campaign, tmp_path):
     manifest = build_ensemble(direct_campaign.root, tmp_path / "g",
                               BuildOptions(top_k=4, method="greedy", candidates=5))

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="replace an ensemble directory written by an earlier select (never anything else)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--max-inference-ms", type=float, default=None, metavar="MS",
+                        help="topk / greedy: the members' summed inference time per graph (each trial's "
+                             "inference_ms_per_graph) stays within MS: a cost-aware ensemble (default: no budget)")
     parser.add_argument("--include-stopped", action="store_true",
                         help="let trials the campaign's early stopping ended be members (default: not)")
 
@@ -80,6 +83,14 @@ def _warn_small_valset(dataset: str | None, method: str) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _print_cost(selection) -> None:
+    """The members' summed inference time, against the budget when one was given."""
+    if selection.inference_ms is None:
+        return
+    budget = "" if selection.max_inference_ms is None else f" (budget {selection.max_inference_ms:g})"
+    print(f"members' summed inference time: {selection.inference_ms:.3g} ms per graph{budget}")
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -96,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--rounds must be >= 1, got {args.rounds}")
     if args.bags < 1:
         raise UserError(f"--bags must be >= 1, got {args.bags}")
+    if args.max_inference_ms is not None and not args.max_inference_ms > 0:
+        raise UserError(f"--max-inference-ms must be > 0, got {args.max_inference_ms}")
     options = BuildOptions(top_k=args.top_k, method=args.method, candidates=args.candidates,
-                           include_stopped=args.include_stopped,
+                           include_stopped=args.include_stopped, max_inference_ms=args.max_inference_ms,
                            rounds=args.rounds, bags=args.bags,
                            dataset=args.dataset, batch_size=args.batch_size, overwrite=args.force,
                            progress=not args.no_progress)
@@ -109,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.method != "topk":
         _warn_small_valset(manifest.dataset, args.method)
     print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
+    _print_cost(manifest.selection)
     print(f"{'trial':>6} {'weight':>7} {'objective':>11}  mpnn_type  hidden_dim")
     for m in manifest.members:
         arch = m.config.get("NeuralNetwork", {}).get("Architecture", {})
