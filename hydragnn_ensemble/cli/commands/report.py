@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, CampaignReadError, JournalCorruptError, JournalEventError) as exc:
         raise UserError(str(exc)) from None
     print(files.text)
-    drawn = [p for p in (files.objective_png, files.gantt_png, files.curves_png, files.importance_png,
-                         files.parallel_png) if p is not None and p.exists()]
+    drawn = [p for p in (files.objective_png, files.gantt_png, files.curves_png, files.cost_png,
+                         files.importance_png, files.parallel_png, files.pareto_png) if p is not None and p.exists()]
     if drawn:
         print("\nplots: " + "\n       ".join(str(p) for p in drawn))
     for name, error in files.figure_errors.items():
