@@ -21,7 +21,7 @@ import difflib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
@@ -258,10 +258,14 @@ class FrozenCampaign:
 
     data: Mapping[str, Any]  # as recorded (plain JSON types)
     config: CampaignConfig | None
-    objective: ObjectiveKey
+    objectives: Objectives  # what it minimises (one key, or several)
     search_space: SearchSpace | None
     dataset: Path | None
-    objectives: Objectives = field(default_factory=lambda: Objectives.parse([DEFAULT_OBJECTIVE]))
+
+    @property
+    def objective(self) -> ObjectiveKey:
+        """The (first) objective: it orders the trials."""
+        return self.objectives.primary
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "FrozenCampaign":
@@ -285,7 +289,7 @@ class FrozenCampaign:
             objectives = Objectives.parse(data.get("objectives") or [objective.text])
         except (ValueError, TypeError):
             objectives = Objectives((objective,))
-        return cls(data, config, objective, space, dataset, objectives)
+        return cls(data, config, objectives, space, dataset)
 
     @classmethod
     def of(cls, config: CampaignConfig) -> "FrozenCampaign":

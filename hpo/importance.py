@@ -78,7 +78,7 @@ def first_objective(trials: list[Any]) -> list[Any]:
     return [FrozenTrial(number=t.number, state=t.state, value=t.values[0] if t.values else None, values=None,
                         datetime_start=t.datetime_start, datetime_complete=t.datetime_complete, params=t.params,
                         distributions=t.distributions, user_attrs=t.user_attrs, system_attrs={},
-                        intermediate_values=t.intermediate_values, trial_id=t._trial_id) for t in trials]
+                        intermediate_values=t.intermediate_values, trial_id=t.number) for t in trials]
 
 
 @contextlib.contextmanager

@@ -112,8 +112,8 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the results table (strings, as written to the CSV)."""
     keys = state.param_keys
     heads = result_heads(state.finished)
-    several = len(state.objectives.keys) if state.objectives.multi else 0
-    objective_columns = [f"objective_{i}" for i in range(several)] if several else ["objective"]
+    multi = state.objectives.multi
+    objective_columns = [f"objective_{i}" for i in range(len(state.objectives.keys))] if multi else ["objective"]
     header = ([f"p:{k}" for k in keys] + objective_columns + ["loss", "job_id", "job_status", *METADATA_COLUMNS]
               + [f"m:{h}_{e}" for h in heads for e in HEAD_ERRORS])
     rows = []
@@ -123,7 +123,7 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
         assert last is not None
         result = record.result
         loss = record.objective
-        values = record.objective_values if several else (loss,)
+        values = record.objective_values if multi else (loss,)
         rows.append(
             [_fmt(record.params.get(k)) for k in keys]
             + ([FAILURE_MARKER] * len(objective_columns) if values is None or loss is None

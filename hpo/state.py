@@ -131,7 +131,6 @@ class CampaignState:
 
     trials: dict[int, TrialRecord] = field(default_factory=dict)
     campaign: FrozenCampaign | None = None  # the last run's frozen campaign
-    objective_key: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
     objectives: Objectives = field(default_factory=lambda: Objectives.parse(["objective"]))
     start_time: float | None = None
     last_time: float | None = None
@@ -176,6 +175,11 @@ class CampaignState:
                 self.segments[-1][1] = t  # a run lasts until its last event before a restart
         self.num_events += 1
         handler(self, event)
+
+    @property
+    def objective_key(self) -> ObjectiveKey:
+        """The campaign's (first) objective: it orders the trials."""
+        return self.objectives.primary
 
     @property
     def objective_name(self) -> str:
@@ -269,7 +273,6 @@ class CampaignState:
                     attempt.status = PendingStatus.INTERRUPTED
                     attempt.end = previous_end if previous_end is not None else attempt.start
         self.campaign = event.campaign
-        self.objective_key = event.campaign.objective
         self.objectives = event.campaign.objectives
         self.journal_format = event.format
         self.finished_reason = None

@@ -64,9 +64,9 @@ class LoopRules:
     retry_oom_on_more_slots: bool = True
     failure_threshold: float = 0.5
     min_trials_for_threshold: int = 8
-    objective: ObjectiveKey = field(default_factory=lambda: ObjectiveKey.parse("objective"))
-    # a multi-objective campaign's keys (the optimizer is told each trial's every objective)
-    objectives: Objectives | None = None
+    # what the campaign minimises: the first key orders trials and the stopper's rungs; with
+    # several, the optimizer is told each trial's every objective
+    objectives: Objectives = field(default_factory=lambda: Objectives.parse(["objective"]))
     max_pending: int | None = None  # a cap on the waiting candidates (the simulator's latency runs)
     trial_time_limit_s: float = math.inf  # no trial runs longer (re-estimated ends stay within it)
     # running trials may be moved to more slots at an epoch boundary: a simulator study only (the
@@ -77,6 +77,11 @@ class LoopRules:
     # interconnect, local disk) gets no more trials; 0: never drain
     drain_after_node_failures: int = 3
 
+    @property
+    def objective(self) -> ObjectiveKey:
+        """The (first) objective: it orders trials and the stopper's rungs."""
+        return self.objectives.primary
+
     @classmethod
     def from_campaign(cls, cfg, slots_per_node: int) -> "LoopRules":
         """From a :class:`hpo.campaign.CampaignConfig`."""
@@ -85,8 +90,7 @@ class LoopRules:
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
-                   objective=ObjectiveKey.parse(cfg.objective), trial_time_limit_s=cfg.trial_time_limit_s,
-                   objectives=cfg.objective_set if cfg.objective_set.multi else None,
+                   objectives=cfg.objective_set, trial_time_limit_s=cfg.trial_time_limit_s,
                    drain_after_node_failures=cfg.drain_after_node_failures)
 
 
@@ -372,10 +376,8 @@ class CampaignLoop:
         if retry_size is not None:
             self.book.submit(spec.next_attempt(retry_size), now)
             return
-        objective = self.rules.objective.of_result(result)
-        self.outcomes.record(spec.trial_id, result, objective)
-        self.actions.finished(spec, result, objective if self.rules.objectives is None
-                              else self.rules.objectives.of_result(result))
+        self.outcomes.record(spec.trial_id, result, self.rules.objective.of_result(result))
+        self.actions.finished(spec, result, self.rules.objectives.of_result(result))
         if self.stop_reason is None:
             message = self.outcomes.threshold_exceeded(self.rules.failure_threshold,
                                                        self.rules.min_trials_for_threshold)
