@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
+from graph_builders.schema import HeadRegistry
 from ensemble.selection import select_topk
 from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap, check_replaceable
 
@@ -40,6 +41,10 @@ FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv", "optuna")
 #: The Optuna journal file ``--format optuna`` writes (``optuna-dashboard OUT_DIR/optuna_journal.log``).
 OPTUNA_NAME = "optuna_journal.log"
 TABLE_NAME = "members.csv"
+#: The campaign's dataset in the layout the exported HydraGNN configs describe (``--with-dataset``).
+DATASET_NAME = "hydragnn_dataset.bp"
+#: Layers (lower case) HydraGNN trains as interatomic potentials on our edges (see hydragnn_mismatch).
+POTENTIAL_LAYERS = frozenset({"egnn", "painn"})
 
 
 class ExportError(ValueError):
@@ -88,16 +93,27 @@ class ExportResult:
     not_expressible: list[tuple[int, str]] = field(default_factory=list)
 
 
-def for_hydragnn(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the layer sizes HydraGNN requires but our loader defaults written out, so
-    HydraGNN builds the widths we trained: SchNet ``num_gaussians`` (ours: ``num_radial`` or 50) and
-    ``num_filters`` (ours: ``hidden_dim``), PaiNN ``num_radial`` (ours: ``num_gaussians`` or 50), and
+def for_hydragnn(config: dict[str, Any], layout: "DatasetLayout | None" = None) -> dict[str, Any]:
+    """``config`` as HydraGNN reads it.
+
+    The layer sizes HydraGNN requires but our loader defaults are written out, so HydraGNN builds
+    the widths we trained: SchNet ``num_gaussians`` (ours: ``num_radial`` or 50) and ``num_filters``
+    (ours: ``hidden_dim``), PaiNN ``num_radial`` (ours: ``num_gaussians`` or 50), and
     ``task_weights`` (ours: 1 per head) and ``max_neighbours`` (100, HydraGNN's examples' value; it
     caps only graphs HydraGNN builds itself): HydraGNN's model factory reads both unconditionally.
-    Keys the config sets are kept."""
+    Keys the config sets are kept.
+
+    With the campaign's dataset ``layout``: ``Variables_of_interest`` describes the heads in the
+    HydraGNN-shaped copy of the dataset (:func:`ensemble.hydragnn_layout.hydragnn_config`), and a
+    SchNet gets ``edge_features: [length]`` when the dataset's ``edge_attr`` is the one length
+    column (ours ignores it; HydraGNN's SchNet then takes our edges, periodic images included,
+    instead of building its own non-periodic radius graph)."""
+    from ensemble.hydragnn_layout import exported_heads, hydragnn_config
     from hydragnn_ensemble.config.to_spec import DEFAULT_NUM_GAUSSIANS
 
     out = json.loads(json.dumps(config))
+    if layout is not None:
+        out = hydragnn_config(out, exported_heads(out, layout.heads, layout.input_width))
     arch = out.get("NeuralNetwork", {}).get("Architecture", {})
     layer = str(arch.get("mpnn_type", "")).lower()
     voi = out.get("NeuralNetwork", {}).get("Variables_of_interest", {})
@@ -108,9 +124,44 @@ def for_hydragnn(config: dict[str, Any]) -> dict[str, Any]:
     if layer == "schnet":
         arch.setdefault("num_gaussians", radial)
         arch.setdefault("num_filters", arch.get("hidden_dim"))
+        if layout is not None and layout.edge_is_length and not arch.get("edge_features"):
+            arch["edge_features"] = ["length"]
     elif layer == "painn":
         arch.setdefault("num_radial", radial)
     return out
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    """What an export reads of the campaign's dataset: its heads and the widths of x and edge_attr."""
+
+    path: Path
+    heads: HeadRegistry
+    input_width: int
+    edge_is_length: bool
+
+    @classmethod
+    def read(cls, path: Path | None) -> "DatasetLayout":
+        """The layout of the dataset at ``path`` (its first sample's x and edge_attr)."""
+        from graph_builders.store import GraphStore
+
+        if path is None or not Path(path).exists():
+            raise ExportError(f"--format hydragnn describes the heads in HydraGNN's terms from the campaign's "
+                              f"dataset, which is not at {path}")
+        with GraphStore(path) as store:
+            sample = store.get(store.split_names[0], 0)
+            return cls(Path(path), store.heads, int(sample.x.shape[1]), _edge_attr_is_length(sample))
+
+
+def _edge_attr_is_length(sample) -> bool:
+    """Whether ``sample``'s edge_attr is one column holding each edge's length."""
+    from graph_builders.schema import edge_vectors
+
+    edge_attr = getattr(sample, "edge_attr", None)
+    if edge_attr is None or edge_attr.dim() != 2 or edge_attr.shape[1] != 1 or edge_attr.shape[0] == 0:
+        return False
+    lengths = edge_vectors(sample).norm(dim=1)
+    return bool(((edge_attr[:, 0].double() - lengths.double()).abs() <= 1e-4 * (1 + lengths.double())).all())
 
 
 def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
@@ -123,9 +174,22 @@ def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
     ``input_node_features``) when no global attention is used: its CGConv keeps the input width.
     Our CGCNN embeds the input to ``hidden_dim`` first, so a member whose width differs from the
     input width has no HydraGNN equivalent (it would silently become a much smaller model there).
+
+    Potential mode (forces by autograd): only HydraGNN's EGNN and PAINN take positions, with the
+    periodic shifts, on our edges. Its SchNet refuses edge features with interatomic potentials and
+    without them builds its own non-periodic radius graph; its GIN, PNA, CGCNN and GAT do not use
+    positions at all (its autograd finds no gradient).
     """
     network = config.get("NeuralNetwork", {})
     arch = network.get("Architecture", {})
+    layer = str(arch.get("mpnn_type", ""))
+    potential = network.get("Training", {}).get("compute_grad_energy") or arch.get("enable_interatomic_potential")
+    if potential and layer.lower() not in POTENTIAL_LAYERS:
+        why = ("refuses edge features with interatomic potentials and without them builds its own "
+               "non-periodic radius graph" if layer.lower() == "schnet" else "does not use positions, so "
+               "it has no forces by autograd")
+        return (f"potential mode with {layer}: HydraGNN's {layer} {why}; HydraGNN trains potentials "
+                "from our files with EGNN or PAINN")
     filters = arch.get("num_filters")
     if str(arch.get("mpnn_type", "")).lower() == "schnet" and filters is not None and filters != arch.get("hidden_dim"):
         return (f"SchNet with num_filters {filters} != hidden_dim {arch.get('hidden_dim')}: our SchNet's "
@@ -208,9 +272,41 @@ def _write_optuna(campaign_dir: Path, path: Path) -> Path:
     return path
 
 
+def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Path,
+                    not_expressible: list[tuple[int, str]], with_dataset: bool) -> list[Path]:
+    """One HydraGNN config per expressible trial (and the dataset copy they describe)."""
+    from ensemble.hydragnn_layout import ExportedHeads, exported_heads, write_hydragnn_dataset
+
+    files: list[Path] = []
+    head_sets: dict[tuple[str, ...], tuple[ExportedHeads, list[int]]] = {}
+    for t in trials:
+        why = hydragnn_mismatch(t.config)
+        if why is not None:
+            not_expressible.append((t.trial_id, why))
+            continue
+        path = out / f"trial_{t.trial_id}.json"
+        _write_text(path, json.dumps(for_hydragnn(t.config, layout), indent=4) + "\n")
+        files.append(path)
+        heads = exported_heads(t.config, layout.heads, layout.input_width)
+        names = tuple(h.name for h in heads.ordered) + (("potential",) if heads.energy else ())
+        head_sets.setdefault(names, (heads, []))[1].append(t.trial_id)
+    if with_dataset and head_sets:
+        if len(head_sets) > 1:
+            raise ExportError("--with-dataset: the exported trials predict different heads ("
+                              + "; ".join(f"trials {ids}: {list(names)}" for names, (_, ids) in head_sets.items())
+                              + "); export them separately")
+        heads = next(iter(head_sets.values()))[0]
+        files.append(write_hydragnn_dataset(layout.path, heads, out / DATASET_NAME))
+    return files
+
+
 def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
-                 out_dir: str | os.PathLike) -> ExportResult:
-    """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``."""
+                 out_dir: str | os.PathLike, with_dataset: bool = False) -> ExportResult:
+    """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``; with
+    ``with_dataset`` (format ``hydragnn``) also :data:`DATASET_NAME`, the campaign's dataset in the
+    layout the configs describe (:mod:`ensemble.hydragnn_layout`)."""
+    if with_dataset and fmt != "hydragnn":
+        raise ExportError("--with-dataset goes with --format hydragnn")
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     out = Path(out_dir)
@@ -227,14 +323,7 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
                 "metrics": t.metrics, "config": t.config} for t in trials]
     not_expressible: list[tuple[int, str]] = []
     if fmt == "hydragnn":
-        for t in trials:
-            why = hydragnn_mismatch(t.config)
-            if why is not None:
-                not_expressible.append((t.trial_id, why))
-                continue
-            path = out / f"trial_{t.trial_id}.json"
-            _write_text(path, json.dumps(for_hydragnn(t.config), indent=4) + "\n")
-            files.append(path)
+        files += _write_hydragnn(trials, DatasetLayout.read(info.dataset), out, not_expressible, with_dataset)
     elif fmt == "json":
         path = out / "top_k.json"
         _write_text(path, json.dumps(records, indent=2) + "\n")

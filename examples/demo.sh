@@ -4,7 +4,7 @@
 #   2. run a small HPO campaign on the alloy data (binaries and ternaries) under mpiexec;
 #   3. select the top-5 ensemble, calibrate it, and predict formation energies of new alloys,
 #      including quaternaries/quinaries outside the training range, with uncertainty;
-#   4. export the top-5 configurations as HydraGNN JSON.
+#   4. export the top-5 configurations as HydraGNN JSON, with the data in the layout they describe.
 # Usage: examples/demo.sh OUT_DIR   (with the project's .venv/bin first on PATH)
 set -euo pipefail
 out="${1:-demo_out}"
@@ -28,5 +28,5 @@ python "$here/alloy/new_alloys.py" "$out/ensemble" --write "$out/new_alloys.extx
 hydragnn-ensemble predict "$out/ensemble" "$out/new_alloys.extxyz" -o "$out/new_alloys.csv" --no-progress
 
 echo "== 4. export the top-5 configurations (HydraGNN JSON) =="
-hydragnn-ensemble export "$out/campaign" --top-k 5 --format hydragnn -o "$out/top5_configs"
+hydragnn-ensemble export "$out/campaign" --top-k 5 --format hydragnn -o "$out/top5_configs" --with-dataset
 echo "done: everything is in $out/"

@@ -3,13 +3,19 @@ write, through HydraGNN's ``update_config`` and ``create_model_config`` (paramet
 ours); one epoch of HydraGNN's own training on our dataset.
 
     bash interop/setup_hydragnn.sh PATH/TO/HydraGNN .venv-hydragnn      # once, ~10 min (torch_scatter)
-    .venv/bin/python -m interop.hydragnn_check --hydragnn-python .venv-hydragnn/bin/python \\
-        [--num 120] [--hidden 32] [--workdir DIR]
+    .venv/bin/python -m interop.hydragnn_check --hydragnn-python .venv-hydragnn/bin/hydragnn-python \\
+        [--num 120] [--hidden 32] [--workdir DIR] [--data-path var_config|stored]
+
+(``bin/hydragnn-python``, not ``bin/python``: it puts the MPI-enabled ADIOS2 the setup built on the
+library path; with PyPI's serial adios2 the HydraGNN side wraps it for one rank, see
+``interop/hydragnn_side.py``.)
 
 What it does, in this venv: builds the alloy dataset (``--num`` structures, binaries and ternaries,
 EMT labels; heads formation_energy, stress, forces) and one config per layer both packages build
 (``examples/alloy/config.json`` with that layer, ``--hidden``, 2 conv layers, 1 epoch). Every config
-goes through our export rule (:func:`ensemble.export.hydragnn_mismatch`); then, in HydraGNN's venv,
+goes through our export rule (:func:`ensemble.export.hydragnn_mismatch`) and is written as the export
+writes it, with the dataset copy in the layout it describes (:mod:`ensemble.hydragnn_layout`,
+HydraGNN's default path: ``var_config``); then, in HydraGNN's venv,
 ``interop/hydragnn_side.py`` decodes the samples, rewrites and builds every config and trains the
 every one for one epoch. Printed: the fields HydraGNN decoded, per layer our and HydraGNN's
 parameter counts, HydraGNN's ``hidden_dim`` after ``update_config``, the validation loss HydraGNN
@@ -30,33 +36,35 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("GIN", "SchNet", "SchNet-edge", "PNA", "EGNN", "PAINN", "CGCNN")  # SchNet-edge: edge_features [length]
+LAYERS = ("GIN", "SchNet", "PNA", "EGNN", "PAINN", "CGCNN")
 
 
 def write_inputs(workdir: Path, num: int, hidden: int) -> tuple[Path, list[Path]]:
     """The alloy dataset and one config per layer in ``workdir``."""
-    from ensemble.export import for_hydragnn
+    from ensemble.export import DATASET_NAME, DatasetLayout, for_hydragnn
+    from ensemble.hydragnn_layout import exported_heads, write_hydragnn_dataset
     from graph_builders.datasets.alloy import make_alloy_dataset
     from graph_builders.store import write_dataset
 
-    data = workdir / "alloy.bp"
+    source = workdir / "alloy.bp"
     labelled = make_alloy_dataset(num_structures=num, components=(2, 3), seed=0, progress=False)
-    write_dataset(data, labelled.graphs, labelled.heads, splits=labelled.splits, metadata=labelled.metadata)
+    write_dataset(source, labelled.graphs, labelled.heads, splits=labelled.splits, metadata=labelled.metadata)
+    layout = DatasetLayout.read(source)
     base = json.loads((ROOT / "examples" / "alloy" / "config.json").read_text())
     paths = []
     for layer in LAYERS:
         config = copy.deepcopy(base)
         arch, tr = config["NeuralNetwork"]["Architecture"], config["NeuralNetwork"]["Training"]
-        arch.update(mpnn_type=layer.split("-")[0], hidden_dim=hidden, num_conv_layers=2)
-        if layer.endswith("-edge"):  # HydraGNN's SchNet then takes our edge lengths, else builds its own graph
-            arch["edge_features"] = ["length"]
+        arch.update(mpnn_type=layer, hidden_dim=hidden, num_conv_layers=2)
         for head in arch["output_heads"].values():
             head["dim_headlayers"] = [hidden] * len(head["dim_headlayers"])
         arch["output_heads"]["graph"]["dim_sharedlayers"] = hidden
         tr.update(num_epoch=1, batch_size=16)
         path = workdir / f"{layer}.json"
-        path.write_text(json.dumps(for_hydragnn(config), indent=1))  # what export --format hydragnn writes
+        path.write_text(json.dumps(for_hydragnn(config, layout), indent=1))  # what export --format hydragnn writes
         paths.append(path)
+    data = write_hydragnn_dataset(source, exported_heads(base, layout.heads, layout.input_width),
+                                  workdir / DATASET_NAME)
     return data, paths
 
 
@@ -96,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num", type=int, default=120)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--data-path", choices=("var_config", "stored"), default="var_config",
+                        help="HydraGNN's AdiosDataset with the config's var_config (its default) or without")
     args = parser.parse_args(argv)
     from ensemble.export import hydragnn_mismatch
 
@@ -104,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     data, configs = write_inputs(workdir, args.num, args.hidden)
     out = workdir / "hydragnn_side.json"
     proc = subprocess.run([str(args.hydragnn_python), str(ROOT / "interop" / "hydragnn_side.py"), str(data),
-                           str(out), *map(str, configs), "--train", str(len(configs))], capture_output=True, text=True)
+                           str(out), *map(str, configs), "--train", str(len(configs)), "--data-path", args.data_path],
+                          capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
         return 1

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ensemble import ExportError, export_top_k, read_campaign
-from ensemble.export import for_hydragnn
+from ensemble.export import DatasetLayout, for_hydragnn
 from hydragnn_ensemble.config import get_by_dotted_key, load_config
 
 
@@ -22,9 +22,10 @@ def test_hydragnn_configs_load_and_hold_the_trial_values(direct_campaign, tmp_pa
         config = load_config(tmp_path / "out" / f"trial_{trial.trial_id}.json")
         for key, value in trial.params.items():
             assert get_by_dotted_key(config, key) == value
-        # the trial's own config, with the layer sizes HydraGNN requires written out
+        # the trial's own config, with the layer sizes HydraGNN requires and its heads' layout written out
         assert json.loads((tmp_path / "out" / f"trial_{trial.trial_id}.json").read_text()) == \
-            for_hydragnn(json.loads((trial.run_dir / "config.json").read_text()))
+            for_hydragnn(json.loads((trial.run_dir / "config.json").read_text()),
+                         DatasetLayout.read(direct_campaign.dataset))
     rows = list(csv.DictReader((tmp_path / "out" / "members.csv").open()))
     assert [int(r["trial_id"]) for r in rows] == [t.trial_id for t in ranked]
     assert [float(r["objective"]) for r in rows] == [t.objective for t in ranked]

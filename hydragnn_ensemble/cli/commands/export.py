@@ -23,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hydragnn: one HydraGNN JSON per trial; json/yaml: one file with all; "
                              "csv: the table only (always written as members.csv); optuna: the whole "
                              "campaign as an Optuna journal file for optuna-dashboard")
+    parser.add_argument("--with-dataset", action="store_true",
+                        help="with --format hydragnn: also write hydragnn_dataset.bp, the campaign's dataset "
+                             "in the layout the configs describe (node-head targets as columns of x, the "
+                             "exported heads in y), which HydraGNN's AdiosDataset reads with var_config")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     try:
-        result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output)
+        result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output, args.with_dataset)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
     from ensemble.campaign import STOPPED_EXCLUSION
