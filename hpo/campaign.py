@@ -103,13 +103,23 @@ class ResourcesConfig(_Strict):
         return sorted(sizes)
 
 
+#: Default ``early_stopping.verdict_wait_s`` (see :class:`EarlyStoppingConfig`).
+VERDICT_WAIT_S = 2.0
+
+
 class EarlyStoppingConfig(_Strict):
     """``early_stopping:`` section: which stopper (:mod:`hpo.stoppers`) ends trials early from their
     learning curves, with its options (e.g. ``{method: asha, min_epochs: 1, reduction_factor: 3}``);
-    ``method: none`` (the default) trains every trial to its budget."""
+    ``method: none`` (the default) trains every trial to its budget.
+
+    ``verdict_wait_s`` (not a stopper option): after an epoch at which the stopper decides (its
+    rungs, :meth:`hpo.stoppers.Stopper.decision_epochs`), the trainer waits up to this long for the
+    campaign's verdict (stop, or go on) before it starts the next epoch, so that a stop lands at the
+    rung instead of part-way through the next epoch; 0 never waits."""
 
     model_config = ConfigDict(extra="allow", validate_default=True)
     method: str = "none"
+    verdict_wait_s: float = Field(default=VERDICT_WAIT_S, ge=0.0)
 
     @property
     def options(self) -> dict[str, Any]:

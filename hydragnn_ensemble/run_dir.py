@@ -7,11 +7,16 @@
     RUN_DIR/train.log          rank 0's log; ``train.rank<R>.log`` for the other ranks
     RUN_DIR/progress.jsonl     one JSON line per finished epoch (:mod:`hydragnn_ensemble.train.progress`)
     RUN_DIR/stop               written by a campaign to stop the trial after its current epoch
+    RUN_DIR/verdicts.json      written by a campaign before the start: the epochs after which the
+                               trainer waits for the campaign's verdict, and how long at most
+    RUN_DIR/go_on              written by a campaign: the last epoch its stopper let the trial go on after
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +26,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train.log"
 PROGRESS_NAME = "progress.jsonl"
 STOP_NAME = "stop"
+VERDICTS_NAME = "verdicts.json"
+GO_ON_NAME = "go_on"
+VERDICT_POLL_S = 0.01  # how often a trainer waiting for the campaign's verdict looks for it
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,14 @@ class RunDir:
     def stop(self) -> Path:
         return self.root / STOP_NAME
 
+    @property
+    def verdicts(self) -> Path:
+        return self.root / VERDICTS_NAME
+
+    @property
+    def go_on(self) -> Path:
+        return self.root / GO_ON_NAME
+
     def log(self, rank: int = 0) -> Path:
         """Rank 0's ``train.log``, ``train.rank<R>.log`` for the others."""
         return self.root / (LOG_NAME if rank == 0 else f"train.rank{rank}.log")
@@ -60,3 +76,44 @@ class RunDir:
     def logs(self) -> list[Path]:
         """Every rank's log that exists."""
         return [p for p in (self.log(0), *sorted(self.root.glob("train.rank*.log"))) if p.exists()]
+
+
+@dataclass(frozen=True)
+class VerdictWait:
+    """``RUN_DIR/verdicts.json``: after these epochs, wait at most ``wait_s`` for the verdict."""
+
+    epochs: frozenset[int]
+    wait_s: float
+
+    def to_json(self) -> str:
+        return json.dumps({"epochs": sorted(self.epochs), "wait_s": self.wait_s})
+
+    @classmethod
+    def read(cls, path: Path) -> "VerdictWait | None":
+        """The file's wait, or None when there is none (or it cannot be read: then no wait)."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(frozenset(int(e) for e in data["epochs"]), float(data["wait_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def wait_after(self, run_dir: RunDir, epoch: int) -> float | None:
+        """After ``epoch`` (counted from 1), if it is one where the campaign decides, wait (at most
+        ``wait_s``) for its ``stop`` or a ``go_on`` naming this epoch or a later one; the seconds
+        waited, or None where the campaign does not decide."""
+        if epoch not in self.epochs:
+            return None
+        start = time.monotonic()
+        while time.monotonic() - start < self.wait_s:
+            if run_dir.stop.exists() or _go_on_epoch(run_dir.go_on) >= epoch:
+                break
+            time.sleep(VERDICT_POLL_S)
+        return time.monotonic() - start
+
+
+def _go_on_epoch(path: Path) -> int:
+    """The epoch a ``go_on`` file names (0 when there is none or it does not read)."""
+    try:
+        return int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0

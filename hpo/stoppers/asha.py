@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hpo.stoppers.base import Rungs, Stopper, is_nan
 
 
@@ -25,6 +27,10 @@ class AshaStopper(Stopper):
 
     def rung_epochs(self, rung: int) -> int:
         return self.min_epochs * self.reduction_factor ** (self.rate + rung)
+
+    def decision_epochs(self, max_epochs: int) -> tuple[int, ...]:
+        rungs = itertools.takewhile(lambda e: e < max_epochs, map(self.rung_epochs, itertools.count()))
+        return tuple(rungs)
 
     def report(self, trial_id: int, epoch: int, value: float) -> bool:
         rung = self.rungs.start(trial_id, epoch)

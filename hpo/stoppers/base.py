@@ -41,6 +41,13 @@ class Stopper(ABC):
         """Expected share of ``max_epochs`` a trial trains (1.0 unless the stopper says less)."""
         return 1.0
 
+    def decision_epochs(self, max_epochs: int) -> tuple[int, ...]:
+        """The epochs (below ``max_epochs``) after which a report may stop a trial: the campaign
+        has the trainer wait there a bounded moment for the verdict (``early_stopping.
+        verdict_wait_s``). Empty (the default) for a stopper that may decide after any epoch: its
+        trials never wait."""
+        return ()
+
     def replay(self, history: Iterable[tuple[int, int, Value]]) -> dict[int, int]:
         """Feed journaled reports ``(trial_id, epoch, value)`` as the live campaign did: a trial's
         reports after a True (epochs it finished before the stop reached it) are not seen again

@@ -21,6 +21,9 @@ class IEpochStopper(Stopper):
         self.keep = keep
         self.rungs = Rungs()
 
+    def decision_epochs(self, max_epochs: int) -> tuple[int, ...]:
+        return (self.epochs,) if self.epochs < max_epochs else ()
+
     def report(self, trial_id: int, epoch: int, value: float) -> bool:
         rung = self.rungs.start(trial_id, epoch)
         if rung > 0 or epoch < self.epochs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
@@ -43,6 +44,10 @@ class ParetoAshaStopper(Stopper):
         self.min_epochs = min_epochs
         self.reduction_factor = reduction_factor
         self.rungs = Rungs()
+
+    def decision_epochs(self, max_epochs: int) -> tuple[int, ...]:
+        rungs = (self.min_epochs * self.reduction_factor ** k for k in itertools.count())
+        return tuple(itertools.takewhile(lambda e: e < max_epochs, rungs))
 
     def report(self, trial_id: int, epoch: int, value: Sequence[float]) -> bool:
         """A NaN first objective (the loss) stops the trial; a NaN later one (a cost not reported)

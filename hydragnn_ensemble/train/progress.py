@@ -15,6 +15,12 @@ it after each epoch and, during an epoch, every ``STOP_POLL_S`` seconds (a data-
 each joint decision every few batches; all ranks agree through one all-reduce), finishes with
 status ``stopped`` and keeps its best checkpoint; ``partial_epoch`` in result.json says how much of
 the interrupted epoch it trained. Outside a campaign nobody writes the file.
+
+At the stopper's rungs the stop would land part-way through the next epoch (the verdict travels
+from the trainer's line to rank 0 and back). So a campaign writes ``RUN_DIR/verdicts.json``
+before the start (``{"epochs": [3, 9], "wait_s": 2.0}``) and, when its stopper lets the trial go
+on after such an epoch, ``RUN_DIR/go_on`` (its text: that epoch). After an epoch listed there the
+trainer waits, at most ``wait_s``, for ``stop`` or for ``go_on`` naming that epoch or a later one.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import json
 import math
 from pathlib import Path
 
-from hydragnn_ensemble.run_dir import RunDir
+from hydragnn_ensemble.run_dir import RunDir, VerdictWait
 
 PACE_AFTER_S = 30.0  # the first epoch of a process start tells its pace after this much training
 
@@ -36,6 +42,7 @@ class EpochChannel:
         self.enabled = enabled
         if enabled:
             self.paths.progress.unlink(missing_ok=True)  # a re-run's curve starts afresh
+        self.verdicts = VerdictWait.read(self.paths.verdicts) if enabled else None
 
     def report(self, epoch: int, objective: float, heads: dict[str, tuple[float, float]], elapsed_s: float,
                epoch_s: float | None = None, train_s: float | None = None) -> None:
@@ -53,6 +60,12 @@ class EpochChannel:
             line["train_s"] = round(float(train_s), 4)
         with open(self.paths.progress, "a") as fh:
             fh.write(json.dumps(line) + "\n")
+
+    def await_verdict(self, epoch: int) -> float | None:
+        """After ``epoch`` (counted from 1), if the campaign decides there, wait (at most its
+        ``wait_s``) for its stop or its go-on; the seconds waited, or None where it does not decide
+        (:meth:`VerdictWait.wait_after`)."""
+        return None if self.verdicts is None else self.verdicts.wait_after(self.paths, epoch)
 
     def stop_reason(self) -> str | None:
         """The campaign's reason to stop, when it asked (read by the process that writes the curve)."""

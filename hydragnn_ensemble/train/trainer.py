@@ -337,7 +337,7 @@ class Trainer:
                 self.log.write(f"early stopping after epoch {epoch}: no improvement in {tr.patience} epochs")
                 break
             # a stop that arrives after the last epoch changes nothing: the trial completed its budget
-            asked = self._campaign_stop() if epoch + 1 < tr.num_epoch else None
+            asked = self._campaign_stop(epoch + 1) if epoch + 1 < tr.num_epoch else None
             if asked is not None:
                 status, reason = TrialStatus.STOPPED, f"{asked} (after epoch {epoch})"
                 self.log.write(f"stopped by the campaign after epoch {epoch}: {asked}")
@@ -371,8 +371,13 @@ class Trainer:
         elif self.scheduler is not None:
             self.scheduler.step()
 
-    def _campaign_stop(self) -> str | None:
-        """The campaign's reason to stop now (``RUN_DIR/stop``), agreed by every rank; None to go on."""
+    def _campaign_stop(self, epochs_done: int) -> str | None:
+        """The campaign's reason to stop now (``RUN_DIR/stop``), agreed by every rank; None to go on.
+        Where the campaign's stopper decides after ``epochs_done``, its verdict is waited for first
+        (a bounded moment, :meth:`EpochChannel.await_verdict`)."""
+        waited = self.channel.await_verdict(epochs_done)
+        if waited is not None:
+            self.log.write(f"waited {waited:.3f} s for the campaign's verdict after epoch {epochs_done - 1}")
         reason = self.channel.stop_reason()
         if self.ctx.world_size > 1:
             flag = torch.tensor([1.0 if reason is not None else 0.0], dtype=torch.float64, device=self.device)

@@ -124,6 +124,11 @@ class LoopActions(ABC):
         """Ask ``rt`` to stop after its current epoch (it then ends as ``stopped``)."""
 
     @abstractmethod
+    def go_on(self, rt: RunningTrial, epoch: int) -> None:
+        """The stopper let ``rt`` go on after ``epoch``, one of its decision epochs (where the
+        trainer waits a bounded moment for the verdict)."""
+
+    @abstractmethod
     def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
         """Ask ``rt`` to checkpoint after its current epoch and exit (``at_boundary``), or to exit
         now (it has no epoch to keep and restarts from scratch): it continues on ``slots`` slots
@@ -284,6 +289,8 @@ class CampaignLoop:
                                f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
                 self.book.policy.revise(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
+            elif epoch in self.stopper.decision_epochs(epoch + 1):
+                self.actions.go_on(rt, epoch)
 
     def _learnt(self, now: float) -> None:
         """The sizer learnt from an epoch: after the 1st, 2nd, 4th, 8th, ... such lesson the

@@ -42,6 +42,7 @@ from scheduler.runtime.messages import (
     TAG_UNQUEUE,
     AgentAssignment,
     AgentHello,
+    GoOn,
     KillTrial,
     LauncherSettings,
     PartExited,
@@ -54,7 +55,7 @@ from scheduler.runtime.messages import (
 )
 from scheduler.runtime.progress_tail import ProgressTail
 from scheduler.runtime.polling import Backoff
-from scheduler.runtime.launch import GPU_VISIBILITY_VARS, device_binding, write_config
+from scheduler.runtime.launch import GPU_VISIBILITY_VARS, device_binding, write_config, write_verdicts
 from scheduler.runtime.outcome import part_exited
 from scheduler.runtime.trial_process import TrialProcess
 
@@ -110,6 +111,7 @@ class Agent:
         trial sent ahead is reported after the exit of the one it followed)."""
         try:
             write_config(msg)
+            write_verdicts(msg)
         except OSError as exc:  # a full disk is the machine's fault; a run directory a trial wrecked is its own
             reason = f"could not write the trial's config {msg.config_path}: {exc}"
             return self._not_started(msg, reason, infrastructure=infrastructure_cause(exc) is not None)
@@ -146,6 +148,17 @@ class Agent:
             proc.note(f"campaign stop request could not be written to {path}: {exc}")
         proc.stop_asked(msg.reason, time.time())
 
+    def _handle_go_on(self, msg: GoOn) -> None:
+        """Tell the trial's trainer, waiting after a rung epoch, to go on (``RUN_DIR/go_on``)."""
+        proc = self.procs.get((msg.trial_id, msg.attempt))
+        if proc is None:
+            return
+        path = RunDir(Path(proc.start.run_dir)).go_on
+        try:
+            write_atomic(path, f"{msg.epoch}\n")
+        except OSError as exc:  # the trainer goes on after its bounded wait all the same
+            proc.note(f"campaign go-on could not be written to {path}: {exc}")
+
     def _forward_progress(self, key: tuple[int, int], proc: TrialProcess) -> None:
         tail = self.tails.get(key)
         if tail is None:
@@ -177,6 +190,8 @@ class Agent:
                 self._handle_kill(msg)
             elif tag == TAG_UNQUEUE:
                 self._handle_unqueue(msg)
+            elif tag == TAG_STOP and isinstance(msg, GoOn):
+                self._handle_go_on(msg)
             elif tag == TAG_STOP:
                 self._handle_stop(msg)
             elif tag == TAG_SHUTDOWN:

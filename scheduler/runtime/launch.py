@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable
 
+from hydragnn_ensemble.run_dir import RunDir, VerdictWait
 from hydragnn_ensemble.untrusted_files import write_atomic
 from scheduler.runtime.messages import StartTrial
 from scheduler.runtime.trial_process import TrialProcess
@@ -81,6 +82,19 @@ def write_config(start: StartTrial) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, start.config_json)  # no temporary file left when the disk is full
+
+
+def write_verdicts(start: StartTrial) -> None:
+    """For the process that writes the curve: ``RUN_DIR/verdicts.json`` (the rung epochs after which
+    its trainer waits for the campaign's verdict) or none, and no earlier attempt's ``go_on``."""
+    if not start.read_result:
+        return
+    run_dir = RunDir(Path(start.run_dir))
+    run_dir.go_on.unlink(missing_ok=True)
+    if start.verdict_epochs and start.verdict_wait_s > 0:
+        write_atomic(run_dir.verdicts, VerdictWait(frozenset(start.verdict_epochs), start.verdict_wait_s).to_json())
+    else:
+        run_dir.verdicts.unlink(missing_ok=True)
 
 
 def device_binding(device: str, inherited: dict[str, str], local_index: int) -> dict[str, str]:

@@ -14,6 +14,7 @@ Flow::
       --- KillTrial (TAG_KILL) -------------->   terminate it (another part of the trial failed)
       <-- TrialProgress (TAG_EXITED) ---------   epochs the trial finished (its progress.jsonl lines)
       --- StopTrial (TAG_STOP) -------------->   ask the trial to stop after its epoch (early discarding)
+      --- GoOn (TAG_STOP) ------------------->   the stopper let it go on after a rung epoch (it waits for this)
       <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
       --- Unqueue (TAG_UNQUEUE) ------------->   drop a start sent ahead, unless it has started
       <-- Unqueued (TAG_EXITED) --------------   dropped (same tag as the exits: kept in order with them)
@@ -83,6 +84,8 @@ class StartTrial:
     after: tuple[int, int] | None = None  # (trial id, attempt) running on this slot: start when it exits
     log_max_bytes: int = 64 * 1024 * 1024  # the agent cuts log_path to its tail beyond this
     stop_grace_s: float = 30.0  # asked to stop, it is terminated after this (or 2 x its longest epoch)
+    verdict_epochs: tuple[int, ...] = ()  # after these epochs the trainer waits for StopTrial or GoOn
+    verdict_wait_s: float = 0.0  # ... at most this long (RUN_DIR/verdicts.json)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,15 @@ class StopTrial:
     trial_id: int
     attempt: int
     reason: str
+
+
+@dataclass(frozen=True)
+class GoOn:
+    """The stopper let this trial attempt go on after ``epoch`` (a rung): its trainer need not wait."""
+
+    trial_id: int
+    attempt: int
+    epoch: int
 
 
 @dataclass(frozen=True)

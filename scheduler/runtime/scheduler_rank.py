@@ -70,6 +70,7 @@ from scheduler.runtime.messages import (
     TAG_START,
     TAG_STOP,
     TAG_UNQUEUE,
+    GoOn,
     KillTrial,
     PartExited,
     Shutdown,
@@ -169,7 +170,7 @@ class SchedulerRank(LoopActions):
         self._kill_sent: set[int] = set()
         self._events: list[JournalEvent] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
-        self._pending_stops: list[tuple[int, StopTrial]] = []  # sent after the progress is journaled
+        self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
         self._trial_process_s = 0.0
@@ -221,6 +222,10 @@ class SchedulerRank(LoopActions):
         self._log(TrialStopRequested(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt,
                                      reason=reason))
         self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
+
+    def go_on(self, rt: RunningTrial, epoch: int) -> None:
+        self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]],
+                                    GoOn(rt.spec.trial_id, rt.spec.attempt, epoch)))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         msg = Unqueue(queued.spec.trial_id, queued.spec.attempt, queued.after, reason)
@@ -282,7 +287,9 @@ class SchedulerRank(LoopActions):
 
     def _send_start(self, spec: TrialSpec, slots: tuple[int, ...], after: tuple[int, int] | None) -> None:
         """Queue the start messages of a trial attempt (they leave in :meth:`_commit`)."""
-        run_dir, config_text = self._prepare_dir(spec)
+        config = self._make_trial_config(spec.params)
+        run_dir, config_text = self._prepare_dir(spec, config)
+        verdict_epochs = self._verdict_epochs(spec, config)
         world = len(slots)
         init = None
         if world > 1:
@@ -299,15 +306,25 @@ class SchedulerRank(LoopActions):
                 time_budget_s=limit, kill_after_s=limit + kill_margin_s(limit), init_method=init,
                 device=self.cfg.resources.device, read_result=(r == 0), config_json=config_text,
                 after=after, log_max_bytes=int(self.cfg.trial_log_max_mb * 1024 * 1024),
-                stop_grace_s=float(self.cfg.stop_grace_s)))
+                stop_grace_s=float(self.cfg.stop_grace_s), verdict_epochs=verdict_epochs,
+                verdict_wait_s=float(self.cfg.early_stopping.verdict_wait_s)))
             for r, slot in enumerate(slots))
 
-    def _prepare_dir(self, spec: TrialSpec) -> tuple[RunDir, str | None]:
+    def _verdict_epochs(self, spec: TrialSpec, config: dict[str, Any]) -> tuple[int, ...]:
+        """The epochs after which the trial's trainer waits for the stopper's verdict (its rungs
+        below the trial's epoch budget, ``config``'s ``num_epoch``, past the epoch it resumes from)."""
+        stopper = self.loop.stopper
+        if stopper is None or self.cfg.early_stopping.verdict_wait_s <= 0:
+            return ()
+        budget = int(config["NeuralNetwork"]["Training"]["num_epoch"])
+        return tuple(e for e in stopper.decision_epochs(budget) if e > spec.resume_epoch)
+
+    def _prepare_dir(self, spec: TrialSpec, config: dict[str, Any]) -> tuple[RunDir, str | None]:
         """The run directory and, for a new trial, the text of its config.json (written by the
         agents, off rank 0's critical path). For a re-run, or a directory left by a crashed run, rank
         0 writes the config itself (if missing) and moves the earlier attempt's results aside."""
         run_dir = self.cdir.trial(spec.trial_id)
-        text = json.dumps(self._make_trial_config(spec.params), indent=2)
+        text = json.dumps(config, indent=2)
         if spec.attempt == 0 and spec.trial_id >= self._new_dirs_from:
             return run_dir, text
         run_dir.root.mkdir(parents=True, exist_ok=True)

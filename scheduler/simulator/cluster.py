@@ -182,7 +182,8 @@ class SimulatedCluster(LoopActions):
     ends; a trial asked back is always dropped (it had not started)."""
 
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
-                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = True) -> None:
+                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = True,
+                 decision_epochs: Callable[[int], tuple[int, ...]] = lambda max_epochs: ()) -> None:
         self.by_id = by_id
         self.events = events
         self.slots_per_node = slots_per_node
@@ -192,6 +193,7 @@ class SimulatedCluster(LoopActions):
         self.rng = rng
         self.on_finished = on_finished
         self.report_epochs = report_epochs  # push an event per epoch (the stopper and the re-estimation listen)
+        self.decision_epochs = decision_epochs  # a trial's budget -> the epochs where its trainer waits for the verdict
         self.now = 0.0
         self.epoch_s: dict[int, float] = {}  # seconds per epoch of each trial's current attempt
         self.last_epoch: dict[int, int] = {}  # the epoch its current attempt ends after, if not stopped
@@ -245,10 +247,17 @@ class SimulatedCluster(LoopActions):
     def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
         pass
 
+    def go_on(self, rt: RunningTrial, epoch: int) -> None:
+        """Nothing to do: the verdict's round trip (milliseconds to rank 0 and back) is not modelled."""
+
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
-        """The trainer sees the request after its next epoch and ends there."""
+        """At one of the stopper's decision epochs the trainer waited for this verdict: it ends at
+        the epoch. Elsewhere (a stopper that decides anywhere, or no wait) the trainer is modelled
+        as seeing the request after its next epoch (the runtime's in-epoch stop lands sooner)."""
         t = self.by_id[rt.spec.trial_id]
-        self.cut_after[t.trial_id] = min(self._epochs_done(rt) + 1, t.epochs)
+        done = self._epochs_done(rt)
+        at_rung = done in self.decision_epochs(t.epochs)
+        self.cut_after[t.trial_id] = done if at_rung else min(done + 1, t.epochs)
         self.stopped.add(t.trial_id)
 
     def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:

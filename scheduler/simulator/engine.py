@@ -50,6 +50,7 @@ class SimConfig:
     prefetch_below_s: float = 2.0  # as the campaign setting (trials of seconds only)
     early_stopping: str = "none"  # a stopper of hpo.stoppers (trials need learning curves)
     early_stopping_options: dict = field(default_factory=dict)
+    verdict_wait: bool = True  # trials wait for the verdict at the stopper's rungs (early_stopping.verdict_wait_s > 0)
     failure_threshold: float = 0.5
     min_trials_for_threshold: int = 8
     seed: int = 0
@@ -97,7 +98,8 @@ def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None
     bar = tqdm(total=len(trials), desc=f"simulate {timed.name}", unit="trial", disable=not progress)
     cluster = SimulatedCluster(by_id, events, config.gpus_per_node, timed.name == "fixed-block", bad,
                                config.failure_rate, rng, on_finished=lambda: bar.update(1),
-                               report_epochs=config.reveal_epochs)
+                               report_epochs=config.reveal_epochs,
+                               decision_epochs=stopper.decision_epochs if stopper and config.verdict_wait else lambda n: ())
     source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
                           work_fraction=None if stopper is None else stopper.expected_fraction,

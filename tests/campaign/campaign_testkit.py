@@ -53,11 +53,13 @@ def write_campaign(tmp: Path, modes: dict[int, str] | None = None, mode: str = "
     return path
 
 
-def write_asha_campaign(tmp: Path, max_trials: int, epoch_s: float) -> Path:
+def write_asha_campaign(tmp: Path, max_trials: int, epoch_s: float, verdict_wait_s: float = 2.0) -> Path:
     """A campaign of fault-trainer trials that report 9 epochs ``epoch_s`` apart, under ASHA
-    (min 1 epoch, reduction factor 3); returns its path."""
+    (min 1 epoch, reduction factor 3: rungs at 1, 3 and 9 epochs; the trials wait up to
+    ``verdict_wait_s`` for the verdict after epochs 1 and 3); returns its path."""
     campaign = write_campaign(tmp, max_trials=max_trials, mode="epochs",
-                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3})
+                              early_stopping={"method": "asha", "min_epochs": 1, "reduction_factor": 3,
+                                              "verdict_wait_s": verdict_wait_s})
     base = json.loads((tmp / "base.json").read_text())
     base["Fault"].update(epochs=9, epoch_s=epoch_s)
     (tmp / "base.json").write_text(json.dumps(base))

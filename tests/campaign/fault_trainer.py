@@ -25,7 +25,10 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
 - ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap);
 - ``epochs``: ``Fault.epochs`` epochs of ``Fault.epoch_s`` each with the validation objective
   :func:`objective_of` + 1/epoch, one ``progress.jsonl`` line per epoch (the trainer's contract);
-  after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far);
+  after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far),
+  after waiting for the campaign's verdict at the stopper's rungs as the trainer does
+  (:meth:`hydragnn_ensemble.run_dir.VerdictWait.wait_after`: ``RUN_DIR/verdicts.json``,
+  ``RUN_DIR/go_on``; a light import, unlike the trainer's package);
   ``ignore_stop``: the same, never looking at ``RUN_DIR/stop`` (the agent must end it);
 - hostile progress files: ``huge_epoch`` (a line with epoch 2**64, then epoch 1, then completes),
   ``long_line`` (a line of 1.5 MiB without a newline until its end, then epochs 1-3),
@@ -214,7 +217,10 @@ def _fill_disk(run_dir: Path) -> None:
 
 def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> int:
     fault = config.get("Fault", {})
+    from hydragnn_ensemble.run_dir import RunDir, VerdictWait
+
     epochs, epoch_s = int(fault.get("epochs", 9)), float(fault.get("epoch_s", 0.15))
+    verdicts = VerdictWait.read(RunDir(run_dir).verdicts)
     best = math.inf
     for epoch in range(1, epochs + 1):
         time.sleep(epoch_s)
@@ -224,6 +230,8 @@ def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> i
             fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0,
                                  "epoch_s": epoch_s}) + "\n")
         stop = run_dir / "stop"
+        if obey_stop and epoch < epochs and verdicts is not None:
+            verdicts.wait_after(RunDir(run_dir), epoch)
         if obey_stop and stop.exists() and epoch < epochs:
             result = _result("stopped", best, stop.read_text().strip(), time.time() - t0, 1)
             result["epochs"] = epoch

@@ -454,6 +454,46 @@ def test_a_campaign_stop_ends_the_trial_after_its_epoch_with_the_best_kept(tmp_p
     assert min(c["objective"] for c in curve) == pytest.approx(full.objective, rel=1e-6)
 
 
+def test_at_a_rung_the_trainer_waits_for_the_verdict(tmp_path, dataset):
+    """With ``RUN_DIR/verdicts.json`` (the stopper decides after epochs 1 and 2, wait at most 30 s),
+    the trainer waits after those epochs: told to go on after epoch 1, it goes on at once; the
+    stop for epoch 2, written 0.3 s after its progress line (the campaign's round trip), lands
+    there (no partial epoch 3) instead of part-way through the next epoch."""
+    import threading
+    import time
+
+    from hydragnn_ensemble.run_dir import RunDir, VerdictWait
+
+    paths = RunDir(tmp_path / "rung")
+    paths.root.mkdir()
+    paths.verdicts.write_text(VerdictWait(frozenset({1, 2}), 30.0).to_json())
+
+    def campaign() -> None:  # what the agent writes, as rank 0 decides on each progress line
+        told = 0
+        deadline = time.monotonic() + 120
+        while told < 2 and time.monotonic() < deadline:
+            lines = paths.progress.read_text().splitlines() if paths.progress.exists() else []
+            if len(lines) > told:
+                told += 1
+                if told == 1:
+                    paths.go_on.write_text("1\n")
+                else:
+                    time.sleep(0.3)
+                    paths.stop.write_text("asha: rung 1 (epoch 2), not in the top 1/3")
+            time.sleep(0.005)
+
+    helper = threading.Thread(target=campaign)
+    helper.start()
+    start = time.monotonic()
+    result = run(dataset, paths.root, num_epoch=50)
+    helper.join()
+    assert result.status == "stopped" and result.epochs == 2 and result.partial_epoch == 0.0
+    assert result.failure_reason == "asha: rung 1 (epoch 2), not in the top 1/3 (after epoch 1)"
+    waits = [float(line.split("waited ")[1].split()[0]) for line in paths.log().read_text().splitlines()
+             if "for the campaign's verdict" in line]
+    assert len(waits) == 2 and waits[1] >= 0.25 and time.monotonic() - start < 30.0, waits
+
+
 def test_a_stop_requested_during_an_epoch_ends_it_there(tmp_path, dataset, monkeypatch):
     """A campaign's stop written while epoch 1 trains (here: after its 2nd optimizer step, with
     the trainer looking after every batch) ends the trial within that epoch: 1 completed epoch,

@@ -119,6 +119,15 @@ def test_optimizer_options_checked_before_launch(campaign_files):
     assert config.optimizer.options == {"n_startup_trials": 5}
 
 
+def test_the_verdict_wait_is_a_campaign_setting_not_a_stopper_option(campaign_files):
+    config = load_campaign(campaign_files(early_stopping={"method": "asha", "min_epochs": 1, "verdict_wait_s": 0.5}))
+    assert config.early_stopping.verdict_wait_s == 0.5 and config.early_stopping.options == {"min_epochs": 1}
+    assert config.early_stopping.make().decision_epochs(10) == (1, 3, 9)
+    assert load_campaign(campaign_files(early_stopping={"method": "asha"})).early_stopping.verdict_wait_s == 2.0
+    with pytest.raises(CampaignConfigError, match="verdict_wait_s"):
+        load_campaign(campaign_files(early_stopping={"method": "asha", "verdict_wait_s": -1}))
+
+
 def test_search_space_keys_and_base_config_are_checked_against_the_schema(campaign_files, tmp_path):
     """A typo under an existing section would burn trials until the failure threshold stops the
     campaign: the built-in trainer's keys are checked at campaign start, every problem listed."""

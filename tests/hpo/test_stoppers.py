@@ -124,6 +124,40 @@ def test_pareto_asha_keeps_trade_offs_and_stops_the_dominated():
     assert not stopper.report(4, 1, (0.05, 9.0))  # a new extreme of the front
 
 
+@pytest.mark.parametrize("stopper", [AshaStopper(1, 3), AshaStopper(2, 2, 1), IEpochStopper(epochs=4),
+                                     ParetoAshaStopper(1, 3), MedianStopper(min_epochs=2)],
+                         ids=lambda s: f"{s.name}")
+def test_a_stopper_stops_only_at_its_decision_epochs(stopper):
+    """The trainer waits for the verdict only after ``decision_epochs``: a stopper that names them
+    must never stop a trial elsewhere (else that stop lands an epoch late); one that may stop
+    anywhere (the median rule) names none, and its trials never wait."""
+    epochs = 27
+    values = curves(40, epochs, seed=3)
+    multi = isinstance(stopper, ParetoAshaStopper)
+    order = schedule(40, epochs, parallel=6, seed=3)
+    stopped, stop_epochs = None, set()
+    while True:
+        try:
+            trial, epoch = order.send(stopped)
+        except StopIteration:
+            break
+        value = values[trial][epoch - 1]
+        stopped = stopper.report(trial, epoch, (value, float(trial % 5)) if multi else value)
+        if stopped and epoch < epochs:  # a stop at the last epoch changes nothing
+            stop_epochs.add(epoch)
+    decisions = stopper.decision_epochs(epochs)
+    assert stop_epochs  # the schedule made the stopper decide
+    if isinstance(stopper, MedianStopper):
+        assert decisions == () and len(stop_epochs) > 3
+    else:
+        assert stop_epochs <= set(decisions) and max(decisions) < epochs
+    expected = {"asha": {(1, 3): (1, 3, 9), (2, 2): (4, 8, 16)}, "i-epoch": (4,), "pareto-asha": (1, 3, 9)}
+    if isinstance(stopper, AshaStopper):
+        assert decisions == expected["asha"][(stopper.min_epochs, stopper.reduction_factor)]
+    elif stopper.name in expected:
+        assert decisions == expected[stopper.name]
+
+
 def test_replaying_the_reports_rebuilds_the_decisions():
     values = curves(20, 9, seed=5)
     reports = [(t, e, values[t][e - 1]) for e in range(1, 10) for t in range(20)]

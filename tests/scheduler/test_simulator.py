@@ -87,7 +87,8 @@ def test_ask_latency_delays_first_starts():
 
 def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
     """The simulator drives the campaign loop's stopper: trials with learning curves report each
-    epoch, ASHA stops the losers after their next epoch; the best trial still runs to the end."""
+    epoch, ASHA stops the losers at its rungs (the trainer waits there for the verdict; without the
+    wait the stop lands an epoch later); the best trial still runs to the end."""
     # (seed 0: the best trial is found 4x sooner with ASHA; in 5 of seeds 0-5 sooner, at seed 3 it
     # starts later under ASHA's re-ordered queue)
     w = generate_workload(120, 16, 4, 0.5, seed=0, target_seconds=600.0, max_trial_nodes=2, curves=True,
@@ -108,6 +109,13 @@ def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
         assert 1 <= x.epochs < len(curve) and x.objective == min(curve[:x.epochs])
     # the best trial of the plain run is found with ASHA too, sooner
     assert a["best_objective"] == p["best_objective"] and a["time_to_best_s"] < p["time_to_best_s"]
+    rungs = {1, 3, 9, 27}
+    assert {x.epochs for x in stopped} <= rungs
+    late = simulate(w, SimConfig(nodes=16, gpus_per_node=4, block_nodes=2, early_stopping="asha",
+                                 early_stopping_options={"min_epochs": 1, "reduction_factor": 3}, verdict_wait=False))
+    late_stopped = [x for x in late.records if x.stopped]
+    assert late_stopped and {x.epochs - 1 for x in late_stopped if x.epochs < len(by_id[x.trial_id].curve)} <= rungs
+    assert held(late) > held(asha)
 
 
 @pytest.mark.parametrize("method", sorted(STOPPERS))
