@@ -55,7 +55,7 @@ RESUMABLE_KEYS: frozenset[str] = frozenset({
     "max_trials", "max_time_s", "trial_time_limit_s", "retries", "retry_oom_on_more_slots",
     "failure_threshold", "min_trials_for_threshold", "resources", "placement", "pool_factor",
     "base_config", "trial_launcher", "trial_preload", "prefetch_below_s", "trial_log_max_mb", "stop_grace_s",
-    "drain_after_node_failures",
+    "drain_after_node_failures", "fill_tail",
 })
 BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraGNN configs
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -180,6 +180,10 @@ class CampaignConfig(_Strict):
     # a node whose trials failed this many times in a row for a node-level reason (device,
     # interconnect, local disk: scheduler.resources.NODE_LEVEL_PATTERNS) gets no more trials; 0: never
     drain_after_node_failures: int = Field(3, ge=0)
+    # once max_trials trials are out, slots that would idle while the last trials run get extra
+    # trials (each predicted to reach its first rung before the last regular trial's end); they
+    # are stopped when no regular trial is left: more configurations tried in the same allocation
+    fill_tail: bool = False
 
     @field_validator("search_space")
     @classmethod

@@ -42,7 +42,7 @@ from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialRe
 from scheduler.cost_model import EpochTimes
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
-from scheduler.loop.trials import CandidateSource, QueuedTrial, RunningTrial, TrialSpec
+from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
 from scheduler.resources import DrainReport, NodeHealth, ResourcePool
 from scheduler.sizing import SizedTrial, TrialSizer
@@ -76,6 +76,9 @@ class LoopRules:
     # a node whose trials failed this many times in a row for a node-level reason (device,
     # interconnect, local disk) gets no more trials; 0: never drain
     drain_after_node_failures: int = 3
+    # once max_trials are out, idle slots run extra trials (each predicted to reach its first
+    # decision before the last regular trial ends); when no regular trial is left they are stopped
+    fill_tail: bool = False
 
     @property
     def objective(self) -> ObjectiveKey:
@@ -91,7 +94,7 @@ class LoopRules:
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
                    objectives=cfg.objective_set, trial_time_limit_s=cfg.trial_time_limit_s,
-                   drain_after_node_failures=cfg.drain_after_node_failures)
+                   drain_after_node_failures=cfg.drain_after_node_failures, fill_tail=cfg.fill_tail)
 
 
 class LoopActions(ABC):
@@ -183,6 +186,7 @@ class CampaignLoop:
         self._epoch_per_train = 1.2  # an epoch's seconds over its training's (evaluation adds the rest)
         self.lessons = 0  # epochs the sizer learnt from
         self.repriced = 0  # waiting trials whose size or prediction changed when they were sized again
+        self.tail_closed = False  # the tail's first misfit: no more extra trials (LoopRules.fill_tail)
         self.health = NodeHealth(pool, rules.drain_after_node_failures) if rules.drain_after_node_failures else None
         if stopper is not None:
             stopper.replay((t, epoch, self._stopper_value(value, elapsed))
@@ -247,16 +251,61 @@ class CampaignLoop:
         if rules.max_pending is not None:
             target = min(target, rules.max_pending)
         budget = rules.max_trials - (self.outcomes.finished + self.book.open_trials)
+        if budget <= 0 and rules.fill_tail:
+            self._fill_tail(now, source)
+            return
         n = min(target - len(self.book.waiting), budget)
         if n <= 0:
             return
         for candidate in source.take(n):
-            sized = self.sizer.choose(candidate.params)
-            spec = TrialSpec(self.next_trial_id, dict(candidate.params), size=sized.slots,
-                             suggestion_id=candidate.suggestion_id, sized=sized)
-            self.next_trial_id += 1
-            self.actions.suggested(spec)
-            self.book.submit(spec, now)
+            self._submit(candidate, self.sizer.choose(candidate.params), now)
+
+    def _submit(self, candidate: Candidate, sized: SizedTrial, now: float, extra: bool = False) -> None:
+        spec = TrialSpec(self.next_trial_id, dict(candidate.params), size=sized.slots,
+                         suggestion_id=candidate.suggestion_id, sized=sized, extra=extra)
+        self.next_trial_id += 1
+        self.actions.suggested(spec)
+        self.book.submit(spec, now)
+
+    def _fill_tail(self, now: float, source: CandidateSource) -> None:
+        """The campaign's tail (:attr:`LoopRules.fill_tail`): while regular trials run, idle slots
+        get extra trials predicted to reach their first decision before the last regular trial's
+        predicted end (the first that would not closes the tail); once no regular trial is left,
+        the extra ones still running are asked to stop."""
+        book = self.book
+        regular = [rt for rt in book.running.values() if not rt.spec.extra]
+        if not regular and all(spec.extra for spec in (*book.waiting.values(), *(q.spec for q in book.queued.values()))):
+            self.stop(f"max_trials ({self.rules.max_trials}) finished")  # nothing extra starts any more
+            for rt in book.running.values():
+                if rt.stopping is None:
+                    rt.stopping = "the campaign's tail is over: its last regular trial ended"
+                    self.actions.stop_trial(rt, rt.stopping)
+            return
+        free = book.pool.free_slots - sum(spec.size for spec in book.waiting.values())
+        if self.tail_closed or not regular or free <= 0:
+            return
+        horizon = max(rt.predicted_end() for rt in regular)
+        while free > 0:
+            taken = source.take(1)
+            if not taken:
+                return
+            sized = self.sizer.choose(taken[0].params)
+            if now + self._first_decision_s(sized) > horizon:
+                self.tail_closed = True  # this candidate is dropped: it stays an unanswered ask
+                return
+            self._submit(taken[0], sized, now, extra=True)
+            free -= sized.slots
+
+    def _first_decision_s(self, sized: SizedTrial) -> float:
+        """Predicted seconds from a trial's start to the first epoch its stopper decides at (its
+        first epoch without a stopper)."""
+        epochs = sized.epochs or 1
+        first = next(iter(self.stopper.decision_epochs(epochs)), 1) if self.stopper is not None else 1
+        per_epoch = sized.epoch_s_at(sized.slots)
+        if per_epoch is not None:
+            return (sized.startup_s or 0.0) + first * per_epoch
+        share = self.stopper.expected_fraction(epochs) if self.stopper is not None else 1.0
+        return sized.predicted_seconds / share * min(first, epochs) / epochs  # the whole budget's share
 
     # -- events --------------------------------------------------------------------------------------
     def trial_progress(self, trial_id: int, attempt: int, epochs: Sequence[EpochReport], now: float) -> None:
@@ -342,7 +391,7 @@ class CampaignLoop:
             return
         growable = (self.rules.malleable and rt.startup_s is not None and spec.moves < self.rules.max_moves
                     and spec.trial_id not in self.book.queued)
-        planned = epochs if self.stopper is None else max(1.0, epochs * self.stopper.expected_fraction(epochs))
+        planned = epochs if self.stopper is None else self._planned_epochs(epochs, finished)
         after = max(planned - finished, 0.0)  # epochs left after the boundary
         limit_at = rt.start_time - spec.time_used_s + self.rules.trial_time_limit_s
         rt.revised_end = min(now + to_boundary + after * epoch_s, limit_at)
@@ -357,6 +406,13 @@ class CampaignLoop:
             elif after >= 1:
                 wider = tuple((n, min(boundary + restart + after * seconds, limit_at)) for n, seconds in options)
         self.book.policy.revise(RunningEstimate(spec.trial_id, len(rt.slots), rt.revised_end, boundary, wider), now)
+
+    def _planned_epochs(self, epochs: int, finished: float) -> float:
+        """Epochs a running trial is expected to train under the stopper: its expected share of
+        ``epochs``, but at least up to its next decision epoch (all of them past the last one)."""
+        assert self.stopper is not None
+        ahead = [e for e in self.stopper.decision_epochs(epochs) if e >= finished]
+        return max(1.0, epochs * self.stopper.expected_fraction(epochs), ahead[0] if ahead else epochs)
 
     def _stopper_value(self, value: float | None, elapsed_s: float | None) -> float | tuple[float, float]:
         """What the stopper is told of one epoch (:attr:`hpo.stoppers.Stopper.objectives`): the

@@ -39,6 +39,7 @@ class TrialSpec:
     resume_epoch: int = 0  # > 0: it continues from its checkpoint after this many epochs (a move)
     time_used_s: float = 0.0  # seconds it ran before it moved (its time limit counts over all moves)
     moves: int = 0  # times it moved onto more slots
+    extra: bool = False  # started beyond max_trials to fill the campaign's tail (LoopRules.fill_tail)
 
     def next_attempt(self, size: int) -> "TrialSpec":
         """The retry of this attempt on ``size`` slots (same id, parameters and retry counts; a

@@ -7,6 +7,7 @@ optimizer that hands out the workload's trials in order, and the workload's own 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -26,6 +27,7 @@ from scheduler.sizing import SizedTrial, wider_epochs
 NODE_FAILURE_REASON = "HIP error: device lost (injected node fault)"
 TRAIN_SHARE = 0.85  # of a simulated epoch, training; the rest is its evaluation passes
 TRIAL_FAILURE_REASON = "injected trial failure"
+STOP_LATENCY_S = 1.0  # a stop request to the trainer's in-epoch stop (the demo's stop path: 0.2-0.5 s)
 WORKLOAD_KEY = "workload_trial"  # the parameter a simulated candidate carries: its workload trial id
 
 
@@ -65,6 +67,9 @@ class WorkloadSource:
 
     def __init__(self, trials: list[SimTrial], latency_s: float, batch: int, events: EventQueue) -> None:
         self.trials = trials
+        self.by_id = {t.trial_id: t for t in trials}
+        self.max_trials = len(trials)
+        self.time_limit_s = max((t.time_limit_s for t in trials), default=math.inf)  # the longest any trial may run
         self.latency_s = latency_s
         self.batch = batch
         self.events = events
@@ -89,6 +94,9 @@ class WorkloadSource:
     def arrive(self, trials: list[SimTrial]) -> None:
         self._in_flight -= len(trials)
         self._arrived.extend(trials)
+
+    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+        """Nothing to tell: the workload's order does not depend on the outcomes."""
 
     def _ask(self, n: int) -> list[SimTrial]:
         if n <= 0:
@@ -182,7 +190,8 @@ class SimulatedCluster(LoopActions):
     ends; a trial asked back is always dropped (it had not started)."""
 
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
-                 rng: np.random.Generator, on_finished: Callable[[], None], report_epochs: bool = True,
+                 rng: np.random.Generator, on_finished: Callable[[TrialSpec, TrialResult, Any], None],
+                 report_epochs: bool = True,
                  decision_epochs: Callable[[int], tuple[int, ...]] = lambda max_epochs: ()) -> None:
         self.by_id = by_id
         self.events = events
@@ -252,13 +261,23 @@ class SimulatedCluster(LoopActions):
 
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         """At one of the stopper's decision epochs the trainer waited for this verdict: it ends at
-        the epoch. Elsewhere (a stopper that decides anywhere, or no wait) the trainer is modelled
-        as seeing the request after its next epoch (the runtime's in-epoch stop lands sooner)."""
+        the epoch. Elsewhere (a stopper that decides anywhere, or no wait; the end of the campaign's
+        tail) the trainer ends inside the epoch it is in, ``STOP_LATENCY_S`` later, with the epochs
+        it finished (the part of the epoch it trained is held, not needed)."""
         t = self.by_id[rt.spec.trial_id]
-        done = self._epochs_done(rt)
-        at_rung = done in self.decision_epochs(t.epochs)
-        self.cut_after[t.trial_id] = done if at_rung else min(done + 1, t.epochs)
+        done, at_boundary = self.epochs_finished(rt)
         self.stopped.add(t.trial_id)
+        if at_boundary and done in self.decision_epochs(t.epochs):
+            self.cut_after[t.trial_id] = done
+        else:
+            self.events.push(self.now + STOP_LATENCY_S, "stopped", (t.trial_id, rt.spec.attempt, None))
+
+    def epochs_finished(self, rt: RunningTrial) -> tuple[int, bool]:
+        """Epochs a running trial has finished by now, and whether now is the end of one."""
+        t = self.by_id[rt.spec.trial_id]
+        x = max(self.now - rt.start_time - t.startup_s, 0.0) / self.epoch_s[t.trial_id] if self.epoch_s[t.trial_id] > 0 else 0.0
+        done = math.floor(x + 1e-9)
+        return min(rt.spec.resume_epoch + done, self.last_epoch[t.trial_id]), abs(x - round(x)) < 1e-9 and x > 0
 
     def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
         """The trainer checkpoints after its next epoch and exits (unless that was its last), or
@@ -293,7 +312,7 @@ class SimulatedCluster(LoopActions):
             epochs=result.epochs if ok else None, needed_slot_s=self.by_id[tid].work_done(result.epochs) if ok else 0.0))
 
     def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
-        self.on_finished()
+        self.on_finished(spec, result, objective)
 
     def drained(self, report: DrainReport) -> None:
         pass  # the loop's NodeHealth keeps the reports (sim.json ``drained_nodes``)

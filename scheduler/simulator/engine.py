@@ -12,15 +12,16 @@ from typing import Callable
 import numpy as np
 
 from hpo.stoppers import make_stopper
-from hydragnn_ensemble.result import EpochPace, EpochReport
+from hydragnn_ensemble.result import EpochPace, EpochReport, TrialResult
 from hydragnn_ensemble.train.progress import PACE_AFTER_S
-from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError
+from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
 from scheduler.resources import ResourcePool
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
 from scheduler.simulator.results import SimResult, summarise
+from scheduler.simulator.search import OptimizerSource
 from scheduler.simulator.workload import SimTrial, make_cost_model
 
 
@@ -58,6 +59,9 @@ class SimConfig:
     reveal_epochs: bool = True  # trials report each epoch: running trials are re-estimated (the runtime does)
     malleable: bool = False  # study: running trials moved to more slots at an epoch boundary (not in the runtime)
     learn_after: int = 10  # attempts learnt from before trials get their learnt prediction (the demo: 10)
+    max_time_s: float | None = None  # as the campaign option: no new starts after it, running trials finish
+    fill_tail: bool = False  # as the campaign option: extra trials on the slots the campaign's tail leaves idle
+    max_trials: int | None = None  # the campaign's (None: every trial of the workload); fewer leaves extra ones for the tail
 
 
 @dataclass
@@ -74,63 +78,82 @@ class SimState:
 Hook = Callable[[SimState], None]
 
 
-def simulate(trials: list[SimTrial], config: SimConfig, hook: Hook | None = None,
+def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: Hook | None = None,
              policy: PlacementPolicy | None = None, progress: bool = False) -> SimResult:
     """Run the campaign ``trials`` (ids 0..n-1, in the order the optimizer hands them out) on the
-    simulated cluster; returns the measured result.
+    simulated cluster; returns the measured result. ``trials`` may instead be an
+    :class:`OptimizerSource`: a real optimizer suggests the trials as the campaign runs and is told
+    their outcomes (its ``max_trials`` of them).
 
     ``hook`` is called with a :class:`SimState` after every step of the virtual clock (tests check
     invariants there); ``policy`` overrides ``config.policy`` (an instance, e.g. with non-default
     options); ``progress`` shows a tqdm bar of finished trials."""
     from tqdm import tqdm
 
-    _check_workload(trials, config)
+    events = EventQueue()
+    if not isinstance(trials, OptimizerSource):
+        _check_workload(trials, config)
+    source = trials if isinstance(trials, OptimizerSource) else \
+        WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
+    by_id = source.by_id
     rng = np.random.default_rng(config.seed + 7919)
     pool = ResourcePool(config.nodes, config.gpus_per_node, node_group_size=min(config.node_group_size, config.nodes))
     timed = TimedPolicy(policy if policy is not None else make_policy(config.policy, block_nodes=config.block_nodes))
     model = make_cost_model(config.gpus_per_node)
     bad = set(rng.choice(config.nodes, size=min(config.bad_nodes, config.nodes), replace=False).tolist()) \
         if config.bad_nodes else set()
-    by_id = {t.trial_id: t for t in trials}
-    events = EventQueue()
     stopper = None if config.early_stopping == "none" else make_stopper(config.early_stopping,
                                                                          dict(config.early_stopping_options))
-    bar = tqdm(total=len(trials), desc=f"simulate {timed.name}", unit="trial", disable=not progress)
+    bar = tqdm(total=source.max_trials, desc=f"simulate {timed.name}", unit="trial", disable=not progress)
+
+    def finished(spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+        bar.update(1)
+        source.finished(spec, result, objective)
+
     cluster = SimulatedCluster(by_id, events, config.gpus_per_node, timed.name == "fixed-block", bad,
-                               config.failure_rate, rng, on_finished=lambda: bar.update(1),
+                               config.failure_rate, rng, on_finished=finished,
                                report_epochs=config.reveal_epochs,
                                decision_epochs=stopper.decision_epochs if stopper and config.verdict_wait else lambda n: ())
-    source = WorkloadSource(trials, config.ask_latency_s, config.ask_batch, events)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
                           work_fraction=None if stopper is None else stopper.expected_fraction,
                           learn_after=config.learn_after)
-    loop = CampaignLoop(_rules(config, len(trials), max(t.time_limit_s for t in trials)), pool, timed, sizer, cluster, stopper=stopper)
-    state = SimState(0.0, pool, timed.policy, {}, cluster.started)
-    max_pending = 0
+    max_trials = source.max_trials if config.max_trials is None else min(config.max_trials, source.max_trials)
+    loop = CampaignLoop(_rules(config, max_trials, source.time_limit_s), pool, timed, sizer, cluster, stopper=stopper)
     t_wall = time.perf_counter()
+    max_pending = _run(loop, source, cluster, events, SimState(0.0, pool, timed.policy, {}, cluster.started), hook,
+                       config.max_time_s)
+    bar.close()
+    return summarise(list(by_id.values()), cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, loop.health,
+                     model, max_pending, time.perf_counter() - t_wall, loop.repriced)
+
+
+def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: SimulatedCluster,
+         events: EventQueue, state: SimState, hook: Hook | None, max_time_s: float | None) -> int:
+    """Advance the virtual clock event by event until the campaign is over (after ``max_time_s``
+    nothing new starts, as in the runtime); the most candidates that waited at once."""
+    max_pending = 0
     now = 0.0
     while True:
         cluster.now = source.now = state.now = now
+        if max_time_s is not None and now >= max_time_s:
+            loop.stop(f"max_time_s ({max_time_s:g} s) reached")
         _settle(loop, source, now)
         max_pending = max(max_pending, len(loop.book.waiting))
         if hook is not None:
             state.running = {tid: rt.slots for tid, rt in loop.book.running.items()}
             hook(state)
         if loop.done():
-            break
+            return max_pending
         if not events:
             raise SimulationError(f"nothing runs and nothing will arrive, but the campaign is not over "
-                                  f"({loop.outcomes.finished} of {len(trials)} trials finished)")
+                                  f"({loop.outcomes.finished} of {source.max_trials} trials finished)")
         now = events.next_time()
         cluster.now = now
         while events and events.next_time() == now:
             _dispatch(events.pop(), loop, cluster, source, now)
-    bar.close()
-    return summarise(trials, cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, loop.health,
-                     model, max_pending, time.perf_counter() - t_wall, loop.repriced)
 
 
-def _settle(loop: CampaignLoop, source: WorkloadSource, now: float) -> None:
+def _settle(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, now: float) -> None:
     """Loop turns at ``now`` until one changes nothing (the runtime turns again at once after a
     turn that started or asked for something; its clock has hardly moved)."""
     def book_state() -> tuple[int, ...]:
@@ -162,11 +185,11 @@ def _rules(config: SimConfig, num_trials: int, time_limit_s: float) -> LoopRules
                      prefetch_below_s=config.prefetch_below_s, retries=config.retries,
                      retry_oom_on_more_slots=False, failure_threshold=config.failure_threshold,
                      min_trials_for_threshold=config.min_trials_for_threshold, max_pending=config.max_pending,
-                     trial_time_limit_s=time_limit_s, malleable=config.malleable)
+                     trial_time_limit_s=time_limit_s, malleable=config.malleable, fill_tail=config.fill_tail)
 
 
 def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedCluster,
-              source: WorkloadSource, now: float) -> None:
+              source: WorkloadSource | OptimizerSource, now: float) -> None:
     kind, payload = event
     if kind == "arrive":
         source.arrive(payload)  # type: ignore[arg-type]
@@ -183,6 +206,9 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
                                                      now - rt.start_time), now)
     elif kind == "move":
         loop.trial_moved(trial_id, attempt, detail, now)
+    elif kind == "stopped":  # inside an epoch: with the epochs it finished
+        done = cluster.epochs_finished(rt)[0]
+        loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=done), now)
     elif kind == "epoch":
         curve = cluster.by_id[trial_id].curve
         epoch_s = cluster.epoch_s[trial_id]

@@ -23,7 +23,8 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
 - ``bad_result``: a result.json of the wrong shape (``heads`` a list, ``epochs`` a text);
 - ``result_is_dir``: a directory where result.json should be;
 - ``flood``: print ``Fault.flood_mb`` MB of lines before succeeding (for the log cap);
-- ``epochs``: ``Fault.epochs`` epochs of ``Fault.epoch_s`` each with the validation objective
+- ``epochs``: ``Fault.epochs`` epochs of ``Fault.epoch_s`` each (``Fault.epoch_s_of``: per trial
+  directory name) with the validation objective
   :func:`objective_of` + 1/epoch, one ``progress.jsonl`` line per epoch (the trainer's contract);
   after each epoch it honours ``RUN_DIR/stop`` like the trainer (status ``stopped``, best so far),
   after waiting for the campaign's verdict at the stopper's rungs as the trainer does
@@ -219,7 +220,8 @@ def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> i
     fault = config.get("Fault", {})
     from hydragnn_ensemble.run_dir import RunDir, VerdictWait
 
-    epochs, epoch_s = int(fault.get("epochs", 9)), float(fault.get("epoch_s", 0.15))
+    epochs = int(fault.get("epochs", 9))
+    epoch_s = float(fault.get("epoch_s_of", {}).get(run_dir.name, fault.get("epoch_s", 0.15)))
     verdicts = VerdictWait.read(RunDir(run_dir).verdicts)
     best = math.inf
     for epoch in range(1, epochs + 1):

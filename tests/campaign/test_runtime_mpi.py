@@ -355,6 +355,34 @@ def test_a_trial_sent_ahead_of_a_slow_one_is_taken_back_for_an_idle_slot(tmp_pat
         assert ends[tid]["started_at"] < ends[0]["ended_at"] - 1.0, (tid, ends)
 
 
+def test_fill_tail_runs_extra_trials_on_idle_slots_and_stops_them_with_the_last_regular_one(tmp_path: Path) -> None:
+    """``fill_tail``: max_trials 3 on 2 slots, trial 0 runs 9 epochs of 0.6 s, the others 9 of
+    0.05 s. Once all 3 are out, the slot trial 0 does not hold would idle for seconds: extra trials
+    run there instead, and the one running when trial 0 ends is stopped inside its epoch: the
+    campaign ends with trial 0 (not a trial later) and says max_trials finished."""
+    campaign = write_campaign(tmp_path, max_trials=3, mode="epochs", fill_tail=True)
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["Fault"].update(epochs=9, epoch_s=0.05, epoch_s_of={"0": 0.6})
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=3)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(out)
+    ends = {e["trial_id"]: e for e in of(evs, "trial_finished")}
+    assert ends[0]["result"]["status"] == "completed" and ends[0]["result"]["epochs"] == 9
+    extra = sorted(set(ends) - {0, 1, 2})
+    assert len(extra) >= 2, sorted(ends)  # trial 0 alone holds a slot for 5.4 s; an extra one takes ~1 s
+    last_regular_end = max(ends[t]["ended_at"] for t in (0, 1, 2))
+    assert ends[0]["ended_at"] == last_regular_end
+    for t in extra:
+        assert ends[t]["started_at"] < last_regular_end
+        assert ends[t]["ended_at"] < last_regular_end + 2.0, (t, ends[t])  # none outlives the tail
+    stopped = [t for t in extra if ends[t]["result"]["status"] == "stopped"]
+    for t in stopped:
+        assert "the campaign's tail is over" in ends[t]["result"]["failure_reason"]
+    assert of(evs, "campaign_finished")[-1]["reason"] == "max_trials (3) finished"
+
+
 def test_asha_stops_losing_trials_and_the_journal_replays_its_decisions(tmp_path: Path) -> None:
     """Early discarding end to end: trials report each epoch (progress.jsonl -> agent -> rank 0 ->
     journal trial_progress), ASHA asks the losers to stop (RUN_DIR/stop), they end as ``stopped``
