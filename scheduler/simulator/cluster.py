@@ -270,7 +270,7 @@ class SimulatedCluster(LoopActions):
         if at_boundary and done in self.decision_epochs(t.epochs):
             self.cut_after[t.trial_id] = done
         else:
-            self.events.push(self.now + STOP_LATENCY_S, "stopped", (t.trial_id, rt.spec.attempt, None))
+            self.events.push(self.now + STOP_LATENCY_S, "cut", (t.trial_id, rt.spec.attempt, None))
 
     def epochs_finished(self, rt: RunningTrial) -> tuple[int, bool]:
         """Epochs a running trial has finished by now, and whether now is the end of one."""

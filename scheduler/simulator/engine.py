@@ -206,7 +206,7 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
                                                      now - rt.start_time), now)
     elif kind == "move":
         loop.trial_moved(trial_id, attempt, detail, now)
-    elif kind == "stopped":  # inside an epoch: with the epochs it finished
+    elif kind == "cut":  # a stop inside an epoch: it ends with the epochs it finished
         done = cluster.epochs_finished(rt)[0]
         loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=done), now)
     elif kind == "epoch":
