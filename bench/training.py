@@ -60,12 +60,14 @@ def make_dataset(path: Path, num_graphs: int) -> None:
 
 def _time_alternately(train_epoch, minimal_epoch, repeats: int, sync) -> tuple[list, list, list, list]:
     """Wall and CPU seconds of the trainer's epoch and the minimal loop, alternating which goes first
-    (after one warm-up epoch of each): (ours, minimal, ours_cpu, minimal_cpu)."""
+    (after one warm-up epoch of each): (ours, minimal, ours_cpu, minimal_cpu). Without a
+    ``minimal_epoch``, the trainer's alone (its lists stay empty)."""
     ours, minimal, ours_cpu, minimal_cpu = [], [], [], []
     train_epoch(0)  # warm-up both
-    minimal_epoch()
+    if minimal_epoch is not None:
+        minimal_epoch()
     for r in range(repeats):
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for which in ((0,) if minimal_epoch is None else (0, 1) if r % 2 == 0 else (1, 0)):
             sync()
             t, c = time.perf_counter(), time.process_time()
             if which == 0:
@@ -78,19 +80,17 @@ def _time_alternately(train_epoch, minimal_epoch, repeats: int, sync) -> tuple[l
     return ours, minimal, ours_cpu, minimal_cpu
 
 
-def worker(args: argparse.Namespace) -> None:
-    """One (mpnn_type, hidden) measurement; prints one JSON line."""
+def _trainer(args: argparse.Namespace):
+    """The trainer of the bench's config on ``args.data``, one thread, on ``args.device``."""
     import torch
-    import torch.nn.functional as F
 
-    from hydragnn_ensemble.train.data import open_source
     from hydragnn_ensemble.config import config_from_dict
-    from hydragnn_ensemble.model import build_model
     from hydragnn_ensemble.train.allocator import keep_freed_memory
     from hydragnn_ensemble.train.budget import TimeBudget
+    from hydragnn_ensemble.train.data import open_source
     from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
     from hydragnn_ensemble.train.log import TrialLog
-    from hydragnn_ensemble.train.trainer import Trainer, peak_memory_mb, prepare_trial, resolve_device
+    from hydragnn_ensemble.train.trainer import Trainer, prepare_trial, resolve_device
 
     torch.set_num_threads(1)
     if not args.default_allocator:
@@ -102,12 +102,30 @@ def worker(args: argparse.Namespace) -> None:
         inputs = prepare_trial(cfg, source, str(args.data))
     finally:
         source.close()
-    prepared = inputs.data
     run_dir = Path(tempfile.mkdtemp())
-    pg = ProcessGroup(DistributedContext(), device)
-    trainer = Trainer(inputs, run_dir, device=device, pg=pg, log=TrialLog(run_dir, enabled=False),
-                      budget=TimeBudget(None), progress=False)
+    return Trainer(inputs, run_dir, device=device, pg=ProcessGroup(DistributedContext(), device),
+                   log=TrialLog(run_dir, enabled=False), budget=TimeBudget(None), progress=False)
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One (mpnn_type, hidden) measurement; prints one JSON line."""
+    import torch
+    import torch.nn.functional as F
+
+    from hydragnn_ensemble.model import build_model
+    from hydragnn_ensemble.train.trainer import peak_memory_mb
+
+    trainer = _trainer(args)
+    device, prepared = trainer.device, trainer.data
     loader = trainer.train_loader
+    n = prepared.num_graphs("trainset")
+    if args.trainer_only:  # one model and one loop in the process, as in HydraGNN's (peak RSS alike)
+        ours, _, ours_cpu, _ = _time_alternately(trainer.train_epoch, None, args.repeats, lambda: None)
+        print(json.dumps({"type": args.type, "hidden": args.hidden_dim, "device": device.type, "train_graphs": n,
+                          "params": trainer.num_parameters, "ours_gps": n / statistics.median(ours),
+                          "ours_cpu_gps": n / statistics.median(ours_cpu), "ours_s": ours,
+                          "peak_mb": peak_memory_mb(device)}))
+        return
     torch.manual_seed(0)
     model = build_model(trainer.spec).to(device)
     model.load_state_dict(trainer.model.state_dict())
@@ -129,7 +147,6 @@ def worker(args: argparse.Namespace) -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    n = prepared.num_graphs("trainset")
     ours, minimal, ours_cpu, minimal_cpu = _time_alternately(trainer.train_epoch, minimal_epoch, args.repeats, sync)
     med = statistics.median
     print(json.dumps({
@@ -153,6 +170,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=None, help="existing alloy .bp (else generated)")
     p.add_argument("--default-allocator", action="store_true",
                    help="leave glibc's mmap threshold as it is (the train command raises it: faster, more RSS)")
+    p.add_argument("--trainer-only", action="store_true", help=argparse.SUPPRESS)  # bench/hydragnn_anchor.py
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--type", help=argparse.SUPPRESS)
     p.add_argument("--hidden-dim", type=int, help=argparse.SUPPRESS)

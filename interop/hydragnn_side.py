@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-path", choices=("var_config", "stored"), default="var_config")
     parser.add_argument("--epochs", type=int, default=None)
     args = parser.parse_args(argv)
+    # HydraGNN writes its logs under the working directory, which training changes: absolute paths
+    args.dataset = str(Path(args.dataset).resolve())
+    args.configs = [str(Path(c).resolve()) for c in args.configs]
     import torch
     from mpi4py import MPI
 

@@ -2,7 +2,7 @@
 own training epoch (``hydragnn.train.train_validate_test.train``) on a dataset file we wrote, read
 by its ``AdiosDataset`` (preloaded), for the model its ``create_model_config`` builds from a config.
 
-    VENV_HYDRAGNN/bin/python interop/hydragnn_throughput.py DATASET.bp CONFIG.json --epochs 5
+    VENV_HYDRAGNN/bin/hydragnn-python interop/hydragnn_throughput.py DATASET.bp CONFIG.json --epochs 5
 
 Prints one JSON line: the parameter count, the training graphs, the seconds of every epoch (wall
 and CPU of this process) and the peak RSS. ``bench/hydragnn_anchor.py`` runs it beside ours.
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": sum(p.numel() for p in model.parameters()),
         "param_groups": _groups(model),
         "hidden_dim_after_update_config": config["NeuralNetwork"]["Architecture"]["hidden_dim"],
-        "train_graphs": len(splits[0]), "wall_s": wall, "cpu_s": cpu,
+        "train_graphs": len(splits[0]), "wall_s": wall, "cpu_s": cpu, "threads": torch.get_num_threads(),
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     }))
     return 0

@@ -38,20 +38,38 @@ from torch_geometric.data import Data
 
 def _csr(rows: Tensor, cols: Tensor, num_rows: int, num_cols: int) -> Tensor:
     """CSR matrix of ones with one entry per element of ``rows`` (sorted) at ``cols``."""
+    return csr_matrix(rows, cols, torch.ones(rows.shape[0], dtype=torch.float32, device=rows.device),
+                      num_rows, num_cols)
+
+
+def csr_matrix(rows: Tensor, cols: Tensor, values: Tensor, num_rows: int, num_cols: int) -> Tensor:
+    """CSR matrix with ``values`` at (``rows``, ``cols``), any order (sorted by row here)."""
+    if not _is_sorted(rows):
+        order = torch.argsort(rows, stable=True)
+        rows, cols, values = rows[order], cols[order], values[order]
     crow = torch.zeros(num_rows + 1, dtype=torch.long, device=rows.device)
     torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=crow[1:])
-    ones = torch.ones(rows.shape[0], dtype=torch.float32, device=rows.device)
     with warnings.catch_warnings():  # "sparse CSR support is in beta", once per process
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, cols, ones, (num_rows, num_cols), check_invariants=False)
+        return torch.sparse_csr_tensor(crow, cols, values, (num_rows, num_cols), check_invariants=False)
+
+
+def sparse_times(matrix: Tensor, x: Tensor, transpose: Callable[[], Tensor]) -> Tensor:
+    """``matrix @ x`` for a float32 CSR ``matrix`` and dense ``x``, differentiable (twice) in ``x``:
+    its gradient multiplies by ``transpose()``, a CSR built on first use."""
+    return _SumRows.apply(x, matrix, _Transpose(build=transpose))
 
 
 def _grouped(index: Tensor) -> tuple[Tensor, Tensor]:
     """``index`` sorted and the edge ids in that order (``arange`` when it was sorted already)."""
-    if index.numel() < 2 or bool((index[1:] >= index[:-1]).all()):
+    if _is_sorted(index):
         return index, torch.arange(index.shape[0], device=index.device)
     order = torch.argsort(index, stable=True)
     return index[order], order
+
+
+def _is_sorted(index: Tensor) -> bool:
+    return index.numel() < 2 or bool((index[1:] >= index[:-1]).all())
 
 
 def _rows(x: Tensor) -> Tensor:
@@ -253,7 +271,7 @@ def sort_edges_by_target(data: Data) -> Data:
     edge_index = data.edge_index
     num_edges = int(edge_index.shape[1])
     target = edge_index[1]
-    if num_edges < 2 or bool((target[1:] >= target[:-1]).all()):
+    if _is_sorted(target):
         return data
     order = torch.argsort(target, stable=True)
     for key in list(data.keys()):

@@ -82,7 +82,8 @@ class HydraModel(nn.Module):
         self.embedding = NodeEmbedding(spec.node_feature_dim, spec.hidden_dim, spec.use_atomic_numbers)
         self.potential_mode = spec.energy_head is not None
         self.needs_geometry = cls.needs_geometry or self.potential_mode
-        self.geometry = GeometryEncoder(spec.radius, spec.num_gaussians) if self.needs_geometry else None
+        self.geometry = (GeometryEncoder(spec.radius, spec.num_gaussians, radial_table=cls.filters_on_distance)
+                         if self.needs_geometry else None)
         self.layers = nn.ModuleList()
         self.norms = nn.ModuleList()
         self.activations = nn.ModuleList()

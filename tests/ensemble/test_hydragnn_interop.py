@@ -64,3 +64,20 @@ def test_potential_campaign_exports_train_in_hydragnn(hydragnn_python, alloy_sto
     result = export_top_k(campaign.root, 3, "hydragnn", tmp_path / "out", with_dataset=True)
     assert [why.startswith("potential mode with SchNet") for _, why in result.not_expressible] == [True]
     _assert_trains(_train_in_hydragnn(hydragnn_python, tmp_path / "out"))
+
+
+def test_the_other_direct_layer_types_export_and_train_in_hydragnn(hydragnn_python, alloy_store, tmp_path):
+    """The layer types the direct-heads campaign above does not export (PNA, EGNN, PaiNN) train on
+    HydraGNN's default path too, with the example's graph and node heads."""
+    mt, hd, lr = ("NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim",
+                  "NeuralNetwork.Training.Optimizer.learning_rate")
+    types = ("PNA", "EGNN", "PAINN")
+    plans = [TrialPlan(i, {mt: m, hd: 16, lr: 0.003}) for i, m in enumerate(types)]
+    space = {mt: {"type": "categorical", "choices": list(types)}, hd: {"type": "int", "low": 8, "high": 32},
+             lr: {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}
+    campaign = build_campaign(tmp_path / "campaign", alloy_store, small_base_config(epochs=2), plans, space)
+    result = export_top_k(campaign.root, 3, "hydragnn", tmp_path / "out", with_dataset=True)
+    assert not result.not_expressible
+    entries = _train_in_hydragnn(hydragnn_python, tmp_path / "out")
+    assert sorted(e["rewritten"]["NeuralNetwork"]["Architecture"]["mpnn_type"] for e in entries) == sorted(types)
+    _assert_trains(entries)

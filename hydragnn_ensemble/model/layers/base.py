@@ -18,6 +18,9 @@ Class attributes tell the model what a family needs:
 * ``needs_geometry``: the model must compute edge geometry (and the family responds to positions,
   which makes it usable as an interatomic potential);
 * ``carries_vectors``: ``vec`` is meaningful and passed from layer to layer;
+* ``filters_on_distance``: the family has filters of the edge distance alone, which it reads from
+  ``geom.radial`` when the encoder tabulated them (a :class:`~hydragnn_ensemble.model.geometry.
+  RadialTable`; ``None`` in potential mode and on small batches), else per edge;
 * ``self_contained``: the layer returns the finished node state (its own residual update). Otherwise
   the model applies ``h <- h + act(norm(h_new))`` after the layer.
 
@@ -104,6 +107,7 @@ class ConvLayer(nn.Module, ABC):
 
     needs_geometry: ClassVar[bool] = False
     carries_vectors: ClassVar[bool] = False
+    filters_on_distance: ClassVar[bool] = False
     self_contained: ClassVar[bool] = False
 
     def __init__(self, config: LayerConfig) -> None:

@@ -4,7 +4,8 @@ Vectors are stored as [N, 3, F] (Cartesian axis before channels) so per-channel 
 the last axis and one edge message is a single [E, 3, F] tensor. Message block (edge j -> i, unit
 vector ``u_ij`` from i to j)::
 
-    (a, b, c) = split(MLP(s)_j * (Linear(rbf_ij) * cutoff_ij))
+    (a, b, c) = split(MLP(s)_j * (Linear(rbf_ij) * cutoff_ij))   (the filter looked up in the
+                                                                  radial table where there is one)
     ds_i = sum_j a ;  dv_i = sum_j v_j * b + u_ij * c   (computed one Cartesian axis at a time)
 
 Update block::
@@ -30,6 +31,7 @@ class PaiNNLayer(ConvLayer):
     """One PaiNN message + update block."""
 
     needs_geometry = True
+    filters_on_distance = True
     carries_vectors = True
     self_contained = True
 
@@ -49,9 +51,13 @@ class PaiNNLayer(ConvLayer):
         # message block
         # filter(rbf) * cutoff = [rbf * cutoff, cutoff] @ [W, b]^T: the cutoff scales the [E, G] basis
         # instead of the [E, 3F] product (one pass over the widest tensor less, forward and backward)
-        cutoff = geom.require("cutoff").unsqueeze(-1)
-        scaled = torch.cat([geom.require("rbf") * cutoff, cutoff], dim=-1)
-        weight = F.linear(scaled, torch.cat([self.filter.weight, self.filter.bias.unsqueeze(-1)], dim=-1))
+        if geom.radial is not None:  # the filter on the table's distances, interpolated per edge
+            table = geom.radial
+            weight = table.lookup(self.filter(table.rbf) * table.cutoff.unsqueeze(-1))
+        else:
+            cutoff = geom.require("cutoff").unsqueeze(-1)
+            scaled = torch.cat([geom.require("rbf") * cutoff, cutoff], dim=-1)
+            weight = F.linear(scaled, torch.cat([self.filter.weight, self.filter.bias.unsqueeze(-1)], dim=-1))
         x = edges.gather_source_times(self.message_mlp(h), weight)
         a, b, c = torch.split(x, dim, dim=-1)
         s = h + edges.sum_at_target(a)

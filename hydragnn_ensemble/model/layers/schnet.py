@@ -18,6 +18,7 @@ class SchNetLayer(ConvLayer):
     """Continuous-filter convolution with a two-layer filter network."""
 
     needs_geometry = True
+    filters_on_distance = True
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
@@ -31,6 +32,10 @@ class SchNetLayer(ConvLayer):
     def forward(
         self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        weight = self.filter_net(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
+        if geom.radial is not None:  # the filter on the table's distances, interpolated per edge
+            table = geom.radial
+            weight = table.lookup(self.filter_net(table.rbf) * table.cutoff.unsqueeze(-1))
+        else:
+            weight = self.filter_net(geom.require("rbf")) * geom.require("cutoff").unsqueeze(-1)
         messages = edges.gather_source_times(self.lin_in(h), weight)
         return self.lin_out(edges.sum_at_target(messages)), None
