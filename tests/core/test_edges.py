@@ -297,3 +297,25 @@ def test_training_through_the_radial_table_follows_the_exact_loss_curve(monkeypa
     assert lookups and set(lookups) == {torch.float32}  # the table in float32 only, every layer
     assert fast[-1] < fast[0]
     assert fast == pytest.approx(exact, rel=2e-4, abs=1e-6)
+
+
+@pytest.mark.parametrize("mpnn_type", ["SchNet", "PaiNN"])
+def test_bf16_autocast_through_the_radial_table(monkeypatch, mpnn_type: str) -> None:
+    """Under autocast the table's filter comes out of a bf16 linear map times a float32 cutoff and
+    is looked up in float32 (the sparse product runs without autocast); the model trains and stays
+    within bf16's tolerance of float32."""
+    from hydragnn_ensemble.model.geometry import RadialTable
+
+    lookups = []
+    lookup = RadialTable.lookup
+    monkeypatch.setattr(RadialTable, "lookup", lambda self, t: lookups.append(t.dtype) or lookup(self, t))
+    model = make_model(mpnn_type, seed=1).train()
+    batch = Batch.from_data_list([random_alloy(s, (2, 2, 2)) for s in range(4)])
+    want = model(batch)["energy"].detach()
+    lookups.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = model(batch)["energy"]
+    got.float().sum().backward()
+    assert lookups and set(lookups) == {torch.float32}  # under autocast, every layer
+    assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None)
+    torch.testing.assert_close(got.float(), want, rtol=0.1, atol=0.05)
