@@ -8,8 +8,10 @@ pass, and it depends only on the batch, the radius and the number of Gaussians, 
 member's weights. :class:`EdgeWork` computes it once per batch and (radius, basis) and hands it to
 each member's forward pass as an argument (``HydraModel.forward(data, geometry)``).
 
-Potential-mode members (forces by autograd through the edge vectors) take none: their geometry
-must be differentiable in their own strained vectors.
+Families that read a radial table (SchNet, PaiNN on large batches) leave the per-edge basis out;
+a member of another family sharing that geometry gets it added (``GeometryEncoder.complete``), and
+the other way round. Potential-mode members (forces by autograd through the edge vectors) take none:
+their geometry must be differentiable in their own strained vectors.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class EdgeWork:
         cached = self.geometry.get(key)
         if cached is not None:
             self.hits += 1
-            return cached
+            return encoder.complete(cached)  # e.g. the per-edge basis a table-reading member left out
         if self.vectors is None:
             self.vectors = edge_vectors(self.batch)
         cached = encoder(self.vectors)

@@ -225,3 +225,25 @@ def test_predict_csv_reports_the_domain_and_the_terms(direct_ensemble, tmp_path,
         assert float(row["formation_energy_std"]) == pytest.approx(np.sqrt(np.sum(np.square(parts))), rel=1e-4)
         assert float(row["latent_distance"]) > 0
     assert float(rows[2]["formation_energy_domain_std"]) > 0 == float(rows[0]["formation_energy_domain_std"])
+
+
+def test_shared_geometry_is_completed_for_each_layer_family() -> None:
+    """A geometry computed for a family that reads a radial table carries no per-edge basis; shared
+    with a family that reads the basis (CGCNN), it gets one computed then, and the other way round
+    a table-reading family gets its table: one geometry per batch, whatever the members' order."""
+    import torch
+
+    from ensemble.edge_work import EdgeWork
+    from hydragnn_ensemble.model.geometry import GeometryEncoder
+
+    vectors = 2.0 * torch.randn(20_000, 3, generator=torch.Generator().manual_seed(0))
+    reads_table, reads_basis = GeometryEncoder(5.0, 50, radial_table=True), GeometryEncoder(5.0, 50)
+    work = EdgeWork(batch=None, vectors=vectors)
+    first = work.geometry_for(reads_table)
+    assert first.radial is not None and first.rbf is None
+    assert work.geometry_for(reads_basis) is first and work.hits == 1
+    torch.testing.assert_close(first.rbf, reads_basis.basis(first.distance))
+    work = EdgeWork(batch=None, vectors=vectors)
+    first = work.geometry_for(reads_basis)
+    assert first.radial is None and first.rbf is not None
+    assert work.geometry_for(reads_table).radial is not None
