@@ -28,20 +28,19 @@ class OptimizerSource:
         self.pool = CandidatePool(optimizer, batch)
         self.make_trial = make_trial
         self.max_trials = max_trials
-        self.trials: list[SimTrial] = []
-        self.by_id: dict[int, SimTrial] = {}
+        self.by_id: dict[int, SimTrial] = {}  # the trials made so far, numbered 0, 1, ...
         self.params: dict[int, dict[str, Any]] = {}  # trial id -> the optimizer's parameters
         self.time_limit_s = math.inf  # each trial's own limit applies (SimTrial.time_limit_s)
         self.now = 0.0  # the virtual clock (set by the simulator; suggestions arrive at once)
 
     def take(self, n: int) -> list[SimCandidate]:
-        n = min(n, self.max_trials - len(self.trials))
+        n = min(n, self.max_trials - len(self.by_id))
         out = []
         for suggestion in self.pool.take(max(n, 0)):
-            trial = self.make_trial(len(self.trials), dict(suggestion.params))
-            if trial.trial_id != len(self.trials):
-                raise ValueError(f"make_trial returned trial id {trial.trial_id}, expected {len(self.trials)}")
-            self.trials.append(trial)
+            expected = len(self.by_id)
+            trial = self.make_trial(expected, dict(suggestion.params))
+            if trial.trial_id != expected:
+                raise ValueError(f"make_trial returned trial id {trial.trial_id}, expected {expected}")
             self.by_id[trial.trial_id] = trial
             self.params[trial.trial_id] = dict(suggestion.params)
             out.append(SimCandidate({WORKLOAD_KEY: trial.trial_id}, suggestion.suggestion_id))

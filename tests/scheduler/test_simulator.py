@@ -203,7 +203,7 @@ def test_a_real_optimizer_searches_on_the_virtual_clock_and_is_told_every_outcom
 
     source, result = search("optuna-tpe", 0)
     records = {r.trial_id: r for r in result.records}
-    assert len(records) == 60 and len(source.trials) == 60
+    assert len(records) == 60 and len(source.by_id) == 60
     study = source.pool.optimizer.study
     told = study.get_trials(deepcopy=False)
     assert len(told) == 60
