@@ -37,8 +37,16 @@ from ensemble.metrics import (  # re-exported: the calibration API of earlier ve
     fit_std_scale,
     spearman,
 )
-from ensemble.predictor import EnsemblePredictor, graph_index, member_prefix, node_elements, read_split, split_targets
-from ensemble.uncertainty import HeadUncertainty, fit_head, fit_strain_response
+from ensemble.predictor import (
+    EnsemblePredictor,
+    graph_index,
+    member_prefix,
+    node_elements,
+    node_offsets,
+    read_split,
+    split_targets,
+)
+from ensemble.uncertainty import HeadUncertainty, fit_composition_response, fit_head, fit_strain_response
 
 UNCERTAINTY_FILE = "uncertainty.npz"
 #: fewer structures than this in a split that fits or reports the uncertainty model get a warning:
@@ -142,6 +150,47 @@ def _strain_responses(predictor: EnsemblePredictor, reference: list,
     return out
 
 
+def _composition_responses(predictor: EnsemblePredictor, reference: list,
+                           train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """Per graph head, a regular-solution model of its training targets in the element fractions
+    (:func:`~ensemble.uncertainty.fit_composition_response`): the prior for unseen elements."""
+    check = None if predictor.domain is None else predictor.domain.check(reference)
+    composition = None if check is None else check.composition(node_offsets(reference))
+    if composition is None:
+        return {}
+    out = {}
+    for head in predictor.heads:
+        if head.level == "graph" and head.name in train_targets:
+            response = fit_composition_response(composition[0], train_targets[head.name])
+            if response is not None:
+                out[head.name] = response
+    return out
+
+
+def _fit_models(predictor: EnsemblePredictor, reference: list,
+                fit_graphs: list) -> tuple[dict[str, HeadUncertainty], dict[str, str]]:
+    """Each head's uncertainty model fitted on ``fit_graphs`` (responses on the ``reference``
+    training graphs), and the heads skipped with the reason."""
+    train_targets = split_targets(reference, predictor.heads)
+    responses = _strain_responses(predictor, reference, train_targets)
+    compositions = _composition_responses(predictor, reference, train_targets)
+    fit_y = split_targets(fit_graphs, predictor.heads)
+    fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,
+                             predictor.observe(fit_graphs), predictor.head_weights)
+    models: dict[str, HeadUncertainty] = {}
+    skipped: dict[str, str] = {}
+    for head, hi in fit_inputs.items():
+        if head not in fit_y:
+            skipped[head] = "no targets in the dataset"
+            continue
+        try:
+            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head), responses.get(head),
+                                    compositions.get(head))
+        except ValueError as exc:
+            skipped[head] = str(exc)
+    return models, skipped
+
+
 def _store(root: Path, latent: dict[int, LatentReference], domain: InputDomain,
            models: dict[str, HeadUncertainty], fit_split: str, reference_split: str) -> None:
     arrays: dict[str, np.ndarray] = {}
@@ -186,22 +235,8 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     predictor.domain, predictor.latent, predictor.models = None, {}, {}  # start from the raw members
     reference = read_split(dataset, reference_split)
     predictor.latent, predictor.domain = _fit_references(predictor, reference)
-    train_targets = split_targets(reference, predictor.heads)
-    responses = _strain_responses(predictor, reference, train_targets)
     fit_graphs = read_split(dataset, fit_split)
-    fit_y = split_targets(fit_graphs, predictor.heads)
-    fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,
-                             predictor.observe(fit_graphs), predictor.head_weights)
-    models: dict[str, HeadUncertainty] = {}
-    skipped: dict[str, str] = {}
-    for head, hi in fit_inputs.items():
-        if head not in fit_y:
-            skipped[head] = "no targets in the dataset"
-            continue
-        try:
-            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head), responses.get(head))
-        except ValueError as exc:
-            skipped[head] = str(exc)
+    models, skipped = _fit_models(predictor, reference, fit_graphs)
     eval_graphs = read_split(dataset, eval_split)
     eval_y = split_targets(eval_graphs, predictor.heads)
     observed = predictor.observe(eval_graphs)

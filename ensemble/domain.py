@@ -19,8 +19,13 @@
   above :data:`SCALE_TOLERANCE`);
 * the *shape* of the first shell: the spread (standard deviation) of each node's first-shell
   distance ratios ``r / r0`` (below ``SHELL_EDGES[1]``), its range and standard deviation in the
-  training nodes: a shear or a strong distortion beyond what the training cells had widens it.
-  Scale residual and shape are the node's two *strain descriptors*; each is checked like the scale.
+  training nodes: a shear or a strong distortion beyond what the training cells had widens it;
+* the *compression* of the first shell: the sum over a node's first-shell bonds shorter than its
+  composition's expected nearest-neighbour distance (the scale model's ``r0``) of their squared
+  log strain, ``sum min(0, log(r / r0_expected))^2``: an energy-like measure (harmonic in the bond
+  strain) that a shear or a compression raises and another lattice at its own volume hardly does.
+  Scale residual, shape and compression are the node's three *strain descriptors*; each is
+  checked like the scale (ensembles stored with the first two read those two).
 
 Aggregation (the rule, per structure): an atom is outside when its element is unknown, a feature or
 a shell is outside its range, or a strain descriptor is. A structure is outside the domain when it
@@ -50,7 +55,7 @@ from graph_builders.schema import edge_vectors
 SHELL_EDGES: tuple[float, ...] = (0.0, 1.2, 1.68, 1.85, 2.1)
 NEAREST_FOR_SCALE = 6
 #: the strain descriptors, in the order of the arrays that hold them
-STRAIN_DESCRIPTORS: tuple[str, ...] = ("scale", "shape")
+STRAIN_DESCRIPTORS: tuple[str, ...] = ("scale", "shape", "compression")
 ENVELOPE_QUANTILE = 0.0005
 #: a node's strain descriptor is outside when it lies beyond the training range by more than this many
 #: standard deviations of the training nodes' (the range's ends are single extreme nodes)
@@ -117,6 +122,19 @@ def first_shell_spread(n: int, centre: np.ndarray, length: np.ndarray, r0: np.nd
     return np.where(count >= 2, np.sqrt(var), np.nan)
 
 
+def first_shell_compression(n: int, centre: np.ndarray, length: np.ndarray, r0: np.ndarray,
+                            expected_log_r0: np.ndarray, first: float = SHELL_EDGES[1]) -> np.ndarray:
+    """[n] per node, ``sum min(0, log(r / r0_expected))^2`` over its first-shell bonds (ratio
+    ``r / r0`` below ``first``); ``expected_log_r0`` [n] the scale model's value (NaN: unknown)."""
+    if len(length) == 0:
+        return np.full(n, np.nan)
+    keep = length / r0[centre] < first
+    with np.errstate(invalid="ignore", divide="ignore"):
+        strain = np.minimum(np.log(length[keep]) - expected_log_r0[centre[keep]], 0.0)
+    total = np.bincount(centre[keep], strain * strain, minlength=n)
+    return np.where(np.isfinite(expected_log_r0), total, np.nan)
+
+
 def composition_features(z: np.ndarray, graph_of: np.ndarray, num_graphs: int, elements: Sequence[int]) -> np.ndarray:
     """``[num_graphs, E]``: each graph's fraction of every element of ``elements`` (atoms of other
     elements are left out of the count)."""
@@ -134,9 +152,11 @@ class DomainCheck:
     reasons: list[list[str]]  # per graph
     node_excess: np.ndarray  # [num_nodes] neighbours beyond the shell envelope
     node_unknown: np.ndarray  # [num_nodes] bool: element or feature outside the training range
-    node_strain: np.ndarray | None = None  # [num_nodes, 2] scale residual, shape (NaN: not known)
-    node_strain_excess: np.ndarray | None = None  # [num_nodes, 2] standard deviations beyond the range
+    node_strain: np.ndarray | None = None  # [num_nodes, D] scale residual, shape, compression (NaN: not known)
+    node_strain_excess: np.ndarray | None = None  # [num_nodes, D] standard deviations beyond the range
     node_deficit: np.ndarray | None = None  # [num_nodes] first-shell neighbours below the envelope
+    node_element: np.ndarray | None = None  # [num_nodes] index into the training elements, -1: one it never saw
+    num_elements: int = 0  # how many elements the training had
 
     @property
     def node_outside(self) -> np.ndarray:
@@ -165,8 +185,27 @@ class DomainCheck:
         """Mean of :attr:`node_outside_weight` per graph."""
         return _graph_mean(self.node_outside_weight, node_ptr)
 
+    def composition(self, node_ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per graph, the fraction of its atoms of each training element ``[num_graphs, E]`` and of
+        elements the training never saw ``[num_graphs]`` (None: elements not checked)."""
+        if self.node_element is None:
+            return None
+        sizes = np.diff(node_ptr)
+        graph_of = np.repeat(np.arange(len(sizes)), sizes)
+        known = self.node_element >= 0
+        counts = np.zeros((len(sizes), self.num_elements))
+        np.add.at(counts, (graph_of[known], self.node_element[known]), 1.0)
+        total = np.maximum(sizes, 1)[:, None]
+        return counts / total, np.bincount(graph_of, ~known, minlength=len(sizes)) / total[:, 0]
+
+    def unseen_weight(self, node_ptr: np.ndarray) -> np.ndarray | None:
+        """Per graph, the part of :meth:`outside_weight` its atoms of unseen elements carry."""
+        if self.node_element is None:
+            return None
+        return _graph_mean(np.where(self.node_element < 0, self.node_outside_weight, 0.0), node_ptr)
+
     def graph_strain(self, node_ptr: np.ndarray) -> np.ndarray | None:
-        """[num_graphs, 2] mean strain descriptors per graph (nodes without them left out; NaN when
+        """[num_graphs, D] mean strain descriptors per graph (nodes without them left out; NaN when
         none has them)."""
         if self.node_strain is None:
             return None
@@ -226,13 +265,14 @@ class InputDomain:
                      shell_low=np.nan_to_num(low, nan=0.0).tolist(),
                      shell_high=np.nan_to_num(high, nan=np.inf).tolist())
         if len(zs) == len(graphs) and elements:
-            shape = np.concatenate([first_shell_spread(g.num_nodes, *geo) for g, geo in zip(graphs, geometry)])
-            domain._fit_strain(graphs, np.concatenate([geo[2] for geo in geometry]), shape)
+            domain._fit_strain(graphs, geometry)
         return domain
 
-    def _fit_strain(self, graphs: Sequence[Data], r0: np.ndarray, shape: np.ndarray) -> None:
-        """The scale model (coefficients) and both strain descriptors' range and sd, from the
-        training nodes' ``r0`` and first-shell spread."""
+    def _fit_strain(self, graphs: Sequence[Data], geometry: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """The scale model (coefficients) and every strain descriptor's range and sd, from the
+        training nodes' geometry (:func:`_node_geometry` per graph)."""
+        r0 = np.concatenate([geo[2] for geo in geometry])
+        shape = np.concatenate([first_shell_spread(g.num_nodes, *geo) for g, geo in zip(graphs, geometry)])
         sizes = np.array([g.num_nodes for g in graphs])
         graph_of = np.repeat(np.arange(len(graphs)), sizes)
         features = composition_features(np.concatenate([g.z.numpy() for g in graphs]), graph_of, len(graphs),
@@ -247,7 +287,11 @@ class InputDomain:
         rows = share > 0
         coef = np.linalg.lstsq(features[rows], mean_log[rows] / share[rows], rcond=None)[0]
         self.scale_coef = coef.tolist()
-        for values in ((log_r0 - features[graph_of] @ coef)[known], shape[np.isfinite(shape)]):
+        expected = features[graph_of] @ coef
+        compression = np.concatenate([first_shell_compression(g.num_nodes, *geo, expected[start:start + g.num_nodes])
+                                      for g, geo, start in zip(graphs, geometry, node_ptr[:-1])])
+        for values in ((log_r0 - expected)[known], shape[np.isfinite(shape)],
+                       compression[np.isfinite(compression)]):
             self.strain_low.append(float(np.quantile(values, ENVELOPE_QUANTILE)) if len(values) else 0.0)
             self.strain_high.append(float(np.quantile(values, 1 - ENVELOPE_QUANTILE)) if len(values) else 0.0)
             self.strain_sd.append(float(max(np.std(values), 1e-6)) if len(values) else 1.0)
@@ -295,7 +339,11 @@ class InputDomain:
                               f"({mean_over[g]:.2g} neighbours per atom beyond it)")
         deficit = np.nan_to_num(np.maximum(low[0] - shells[:, 0], 0.0), nan=0.0)
         strain, strain_excess = self._strain(zz, graph_of, len(graphs), batch.num_nodes, centre, length, r0)
-        check = DomainCheck(reasons, over, unknown, strain, strain_excess, deficit)
+        element = None
+        if zz is not None and self.elements:
+            position = np.searchsorted(self.elements, zz).clip(0, len(self.elements) - 1)
+            element = np.where(np.asarray(self.elements)[position] == zz, position, -1)
+        check = DomainCheck(reasons, over, unknown, strain, strain_excess, deficit, element, len(self.elements))
         if strain is not None and strain_excess is not None:
             self._describe_strain(details, strain, strain_excess, graph_of)
         fraction = check.outside_fraction(node_ptr)
@@ -308,7 +356,7 @@ class InputDomain:
     def _describe_strain(self, details: list[list[str]], strain: np.ndarray, excess: np.ndarray,
                          graph_of: np.ndarray) -> None:
         """Add, per graph, how many atoms have each strain descriptor outside and by how much."""
-        for d, name in enumerate(STRAIN_DESCRIPTORS):
+        for d, name in enumerate(STRAIN_DESCRIPTORS[:strain.shape[1]]):
             rows = excess[:, d] > SCALE_TOLERANCE
             beyond = np.bincount(graph_of, rows, minlength=len(details))
             for g in np.flatnonzero(beyond):
@@ -318,24 +366,31 @@ class InputDomain:
                     details[g].append(f"{int(beyond[g])} with nearest-neighbour distances "
                                       f"{100 * np.expm1(value - edge):+.1f}% beyond the training range for their "
                                       "composition")
+                elif name == "compression":
+                    details[g].append(f"{int(beyond[g])} with nearest-neighbour bonds compressed beyond the training "
+                                      f"range (sum of squared bond strains {value:.3g}, training up to "
+                                      f"{self.strain_high[d]:.3g})")
                 else:
                     details[g].append(f"{int(beyond[g])} with a first shell distorted beyond the training range "
                                       f"(spread {value:.3f} of the distance, training up to {self.strain_high[d]:.3f})")
 
     def _strain(self, z: np.ndarray | None, graph_of: np.ndarray, num_graphs: int, n: int, centre: np.ndarray,
                 length: np.ndarray, r0: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Per node: the strain descriptors ``[n, 2]`` and their excess in standard deviations
+        """Per node: the strain descriptors ``[n, D]`` and their excess in standard deviations
         (None: no strain model)."""
-        if z is None or not self.scale_coef or len(self.strain_sd) != len(STRAIN_DESCRIPTORS):
+        if z is None or not self.scale_coef or len(self.strain_sd) not in (2, len(STRAIN_DESCRIPTORS)):
             return None, None
         features = composition_features(z, graph_of, num_graphs, self.elements)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            residual = np.log(r0) - features[graph_of] @ np.asarray(self.scale_coef)
+        expected = features[graph_of] @ np.asarray(self.scale_coef)
         # a structure with an element the training never saw has no expected scale (the element
         # check flags it): its residual is unknown, not the distance of a composition missing it
         unseen = np.bincount(graph_of, ~np.isin(z, self.elements), minlength=num_graphs) > 0
-        residual[unseen[graph_of]] = np.nan
-        strain = np.stack([residual, first_shell_spread(n, centre, length, r0)], axis=1)
+        expected[unseen[graph_of]] = np.nan
+        with np.errstate(divide="ignore", invalid="ignore"):
+            residual = np.log(r0) - expected
+        strain = np.stack([residual, first_shell_spread(n, centre, length, r0),
+                           first_shell_compression(n, centre, length, r0, expected)], axis=1)
+        strain = strain[:, :len(self.strain_sd)]  # an ensemble stored with two descriptors reads two
         low, high, sd = (np.asarray(v)[None, :] for v in (self.strain_low, self.strain_high, self.strain_sd))
         beyond = np.maximum(strain - high, 0.0) + np.maximum(low - strain, 0.0)
         return strain, np.nan_to_num(beyond / sd, nan=0.0)

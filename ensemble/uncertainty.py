@@ -31,12 +31,22 @@ not fitted but a rule for inputs outside the training inputs.
   as much again, and one atom of 300 moves a per-atom quantity by 1/300 of that;
 * :class:`StrainTerm` (weight fixed at 1, graph heads): ``delta(x)^2``, the change of the head's
   target between the edge of the training data's range of each strain descriptor (its atoms' mean
-  ``log r0`` residual and first-shell spread, :mod:`ensemble.domain`) and the row's value, from a
+  ``log r0`` residual, first-shell spread and first-shell compression, :mod:`ensemble.domain`) and
+  the row's value, from a
   quadratic in each descriptor fitted on the training split with the composition as covariates,
   extended beyond the range along its tangent at the edge (the curve is known inside the range
   only). A uniformly stretched, compressed or sheared cell is predicted about as the nearest
   training cells were; the fitted curves say how much the target moves beyond them (zero inside
-  the ranges), so the std grows with how far out the cell is, in the head's unit.
+  the ranges), so the std grows with how far out the cell is, in the head's unit;
+* :class:`CompositionTerm` (weight fixed at 1, graph heads, rows with atoms of elements the training
+  never saw): ``v(x) + (mean - m(x))^2`` from a composition model of the head's training targets,
+  ``y ~ sum_e c_e x_e + sum_{i<j} w_ij x_i x_j`` (a regular solution: the per-element and pair
+  coefficients of the training elements, least squares on the training split). An unseen element
+  ``u`` at fraction ``x_u`` takes the training elements' coefficients as its prior: ``m`` puts their
+  means in its place, ``v = (sd_c x_u)^2 + (sd_w x_u (1 - x_u))^2 + var_residual`` (its pairs with
+  every training element taken as one unknown; several unseen elements as one). Where the members
+  predict far from that prior the error is taken to be that far: an embedding the training never
+  updated says nothing about the element. The out-of-domain term then leaves those atoms out.
 
 An input is *in domain* when it passes the input checks (the rule of :mod:`ensemble.domain`) and
 its latent distance is within the limit.
@@ -66,7 +76,11 @@ class TermInputs:
     distance: np.ndarray | None  # latent distance (None: no latent reference stored)
     outside_weight: np.ndarray | None  # the row's weight outside the training inputs (see OutOfDomainTerm)
     outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, strain)
-    strain: np.ndarray | None = None  # [rows, 2] strain descriptors (graph rows: their atoms' mean; NaN: none)
+    strain: np.ndarray | None = None  # [rows, D] strain descriptors (graph rows: their atoms' mean; NaN: none)
+    mean: np.ndarray | None = None  # [rows, dim] the ensemble's mean (graph rows: for the composition term)
+    composition: np.ndarray | None = None  # [rows, E] fractions of the training elements (graph rows)
+    unseen_fraction: np.ndarray | None = None  # [rows] fraction of atoms of elements the training never saw
+    unseen_weight: np.ndarray | None = None  # [rows] the part of outside_weight those atoms carry
 
 
 class UncertaintyTerm(ABC):
@@ -147,16 +161,22 @@ class OutOfDomainTerm(UncertaintyTerm):
     name = "domain"
     fitted = False
 
-    def __init__(self, prior_variance: Sequence[float], distance_limit: float | None) -> None:
+    def __init__(self, prior_variance: Sequence[float], distance_limit: float | None,
+                 unseen_elsewhere: bool = False) -> None:
         self.prior_variance = np.asarray(prior_variance, dtype=np.float64)
         self.distance_limit = distance_limit
+        self.unseen_elsewhere = unseen_elsewhere  # the composition term speaks for unseen-element atoms
 
     @classmethod
     def from_model(cls, model: "HeadUncertainty") -> "OutOfDomainTerm | None":
-        return cls(model.prior_variance, model.distance_limit) if model.prior_variance else None
+        if not model.prior_variance:
+            return None
+        return cls(model.prior_variance, model.distance_limit, bool(model.composition_coef))
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
         share = None if inputs.outside_weight is None else np.asarray(inputs.outside_weight, dtype=np.float64)
+        if share is not None and self.unseen_elsewhere and inputs.unseen_weight is not None:
+            share = np.maximum(share - inputs.unseen_weight, 0.0)
         beyond = None if inputs.distance is None or self.distance_limit is None else inputs.distance > self.distance_limit
         if share is None and beyond is None:
             return None
@@ -194,6 +214,55 @@ class StrainTerm(UncertaintyTerm):
         slope = self.coef[None, :, :, 0] + 2.0 * self.coef[None, :, :, 1] * edge[:, None, :]  # [rows, dim, D]
         delta = np.einsum("rkd,rd->rk", slope, x - edge)
         return delta * delta
+
+
+class CompositionTerm(UncertaintyTerm):
+    """``v + (mean - m)^2`` for rows with atoms of elements the training never saw, from the
+    head's composition model (a rule: weight 1; see the module docstring)."""
+
+    name = "composition"
+    fitted = False
+
+    def __init__(self, coef: Sequence[Sequence[float]], residual_variance: Sequence[float]) -> None:
+        self.coef = np.asarray(coef, dtype=np.float64)  # [dim, E + E(E-1)/2]: per element, then pairs
+        self.residual_variance = np.asarray(residual_variance, dtype=np.float64)
+        self.num_elements = int(round((math.sqrt(8 * self.coef.shape[1] + 1) - 1) / 2))  # E + E(E-1)/2 columns
+        self.pairs = np.triu_indices(self.num_elements, k=1)
+
+    @classmethod
+    def from_model(cls, model: "HeadUncertainty") -> "CompositionTerm | None":
+        return cls(model.composition_coef, model.composition_residual_variance) if model.composition_coef else None
+
+    def variance(self, inputs: TermInputs) -> np.ndarray | None:
+        if inputs.composition is None or inputs.unseen_fraction is None or inputs.mean is None:
+            return None
+        x = np.asarray(inputs.composition, dtype=np.float64)
+        if x.shape[1] != self.num_elements:
+            return None
+        xu = np.asarray(inputs.unseen_fraction, dtype=np.float64)[:, None]
+        single, pair = self.coef[:, :self.num_elements], self.coef[:, self.num_elements:]  # [dim, E], [dim, P]
+        design = np.hstack([x, x[:, self.pairs[0]] * x[:, self.pairs[1]]])
+        with_unseen = xu * (1.0 - xu)  # the unseen element's pairs with the training elements, as one
+        prior_mean = design @ self.coef.T + xu * single.mean(1)[None, :] + with_unseen * pair.mean(1)[None, :]
+        prior_var = ((xu * single.std(1)[None, :]) ** 2 + (with_unseen * pair.std(1)[None, :]) ** 2
+                     + self.residual_variance[None, :])
+        out = prior_var + (np.asarray(inputs.mean, dtype=np.float64) - prior_mean) ** 2
+        return np.where(xu > 0, out, 0.0)
+
+
+def fit_composition_response(composition: np.ndarray, targets: np.ndarray) -> tuple[list, list] | None:
+    """Per component, the coefficients of a regular-solution model of ``targets`` ([rows, dim]) in the
+    element fractions ``composition`` ([rows, E]; columns: per element, then every pair's product),
+    by least squares on the training rows, and the residuals' variance. None with fewer than two
+    elements or fewer than two rows per coefficient."""
+    x = np.asarray(composition, dtype=np.float64)
+    first, second = np.triu_indices(x.shape[1], k=1)
+    design = np.hstack([x, x[:, first] * x[:, second]])
+    if x.shape[1] < 2 or len(x) < 2 * design.shape[1]:
+        return None
+    y = np.asarray(targets, dtype=np.float64)
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]  # [columns, dim]
+    return coef.T.tolist(), np.var(y - design @ coef, axis=0).tolist()
 
 
 def fit_strain_response(strain: np.ndarray, covariates: np.ndarray,
@@ -234,6 +303,8 @@ class HeadUncertainty(BaseModel):
     distance_limit: float | None = None  # beyond: out of domain
     strain_coef: list[list[list[float]]] = Field(default_factory=list)  # [dim][descriptor]: linear, quadratic
     strain_range: list[list[float]] = Field(default_factory=list)  # [descriptor]: the training rows' low, high
+    composition_coef: list[list[float]] = Field(default_factory=list)  # [dim][element..., pair...]
+    composition_residual_variance: list[float] = Field(default_factory=list)  # per component
 
     def terms(self) -> list[UncertaintyTerm]:
         """Every registered term this model has what it needs for, in registry order."""
@@ -248,7 +319,8 @@ class HeadUncertainty(BaseModel):
 #: The registry of uncertainty terms: name -> class, in the order a head's std sums them (the names
 #: of the ``<head>_<name>_std`` columns of ``predict``).
 UNCERTAINTY_TERMS: dict[str, type[UncertaintyTerm]] = {
-    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, StrainTerm)}
+    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, StrainTerm,
+                              CompositionTerm)}
 
 
 @dataclass
@@ -291,12 +363,14 @@ def distance_limit(distances: np.ndarray, quantile: float = DISTANCE_LIMIT_QUANT
 
 
 def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None,
-             strain_response: tuple[list, list] | None = None) -> HeadUncertainty:
+             strain_response: tuple[list, list] | None = None,
+             composition_response: tuple[list, list] | None = None) -> HeadUncertainty:
     """Weights minimising the calibration NLL of ``errors`` ([rows, dim], prediction - target).
 
     ``train_targets`` ([rows, dim], the training split's) give the out-of-domain term's variance;
     None leaves that term out. The distance term is used when ``inputs.distance`` is given; the
-    strain term with ``strain_response`` (:func:`fit_strain_response` on the training split)."""
+    strain term with ``strain_response`` (:func:`fit_strain_response` on the training split), the
+    composition term with ``composition_response`` (:func:`fit_composition_response`, likewise)."""
     errors = np.asarray(errors, dtype=np.float64)
     mse = np.maximum(np.mean(errors * errors, axis=0), MIN_VARIANCE)
     limit = None if inputs.distance is None else distance_limit(inputs.distance)
@@ -307,6 +381,8 @@ def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray |
         distance_limit=limit,
         strain_coef=strain_response[0] if strain_response else [],
         strain_range=strain_response[1] if strain_response else [],
+        composition_coef=composition_response[0] if composition_response else [],
+        composition_residual_variance=composition_response[1] if composition_response else [],
     )
     fitted = [t for t in draft.terms() if t.fitted and t.variance(inputs) is not None
               and float(np.max(t.variance(inputs))) > 0]

@@ -88,6 +88,50 @@ def test_strain_term_is_the_fitted_change_beyond_the_training_range():
         abs(delta(0.05, ranges[1][1], 0.0, 30.0)), 0.0], atol=1e-6)
 
 
+def test_composition_term_is_a_regular_solution_prior_for_unseen_elements():
+    """Targets of a regular solution in three elements: the fit recovers its coefficients; a row
+    with an unseen element at fraction 1/4 gets the prior's variance plus the members' distance from
+    the prior's mean (the training elements' mean coefficients in its place), and its atoms leave
+    the out-of-domain term; rows of training elements only get nothing."""
+    from ensemble.uncertainty import fit_composition_response
+
+    rng = np.random.default_rng(5)
+    x = rng.dirichlet(np.ones(3), 300)
+    single, pair = np.array([0.1, -0.2, 0.05]), np.array([0.3, -0.1, 0.5])  # pairs (0,1), (0,2), (1,2)
+    y = (x @ single + pair[0] * x[:, 0] * x[:, 1] + pair[1] * x[:, 0] * x[:, 2] + pair[2] * x[:, 1] * x[:, 2])[:, None]
+    coef, residual = fit_composition_response(x, y)
+    np.testing.assert_allclose(coef, [[*single, *pair]], atol=1e-9)
+    assert residual[0] == pytest.approx(0.0, abs=1e-12)
+    model = HeadUncertainty(weights={"epistemic": 1.0}, prior_variance=[0.04], composition_coef=coef,
+                            composition_residual_variance=[1e-4])
+    known = np.array([[0.5, 0.5, 0.0], [0.375, 0.375, 0.0]])  # the second: 1/4 of its atoms unseen
+    xu = np.array([0.0, 0.25])
+    mean = np.array([[0.0], [0.2]])
+    inputs = TermInputs(np.full((2, 1), 1e-6), None, None, np.array([0.0, 0.25]), np.array([False, True]),
+                        mean=mean, composition=known, unseen_fraction=xu, unseen_weight=np.array([0.0, 0.25]))
+    out = combine_terms(model, inputs)
+    prior_mean = (known[1] @ single + pair[0] * 0.375 * 0.375 + 0.25 * single.mean() + 0.25 * 0.75 * pair.mean())
+    prior_var = (0.25 * single.std()) ** 2 + (0.25 * 0.75 * pair.std()) ** 2 + 1e-4
+    np.testing.assert_allclose(out.parts["composition"][:, 0], [0.0, np.sqrt(prior_var + (0.2 - prior_mean) ** 2)])
+    np.testing.assert_allclose(out.parts["domain"][:, 0], 0.0)  # the composition term speaks for those atoms
+    assert fit_composition_response(x[:, :1], y) is None  # one element: no spread to take a prior from
+
+
+def test_domain_check_counts_each_structure_s_training_and_unseen_elements():
+    domain = InputDomain.fit(_fcc_training_graphs(), 5.0)
+    pt = bulk("Cu", "fcc", a=3.65, cubic=True).repeat(2)
+    pt.numbers[:8] = 78  # 8 Pt of 32
+    pt.numbers[8:16] = 79
+    check = domain.check([atoms_to_graph(pt, cutoff=5.0), _fcc_training_graphs(1)[0]])
+    fractions, unseen = check.composition(np.array([0, 32, 64]))
+    np.testing.assert_allclose(fractions[0], [0.0, 0.5, 0.25])  # Ni, Cu, Au
+    np.testing.assert_allclose(unseen, [0.25, 0.0])
+    assert fractions[1].sum() == pytest.approx(1.0)
+    weight = check.node_outside_weight
+    np.testing.assert_allclose(check.unseen_weight(np.array([0, 32, 64])), [weight[:8].sum() / 32, 0.0])
+    assert weight[:8].min() >= 1.0
+
+
 def _fcc_training_graphs(n: int = 30) -> list:
     structures, _ = generate_alloy_structures(n, elements=("Cu", "Ni", "Au"), components=(2, 3), sizes=(32,),
                                               seed=3)
@@ -157,6 +201,12 @@ def test_uniform_strain_is_outside_and_one_edge_atom_does_not_flag_a_large_cell(
     strain = check.graph_strain(ptr)
     assert strain[6, 0] > domain.strain_high[0] and strain[7, 0] < domain.strain_low[0]
     assert strain[8, 1] > domain.strain_high[1] and "first shell distorted" in check.reasons[8][0]
+    # compression (squared strain of the bonds shorter than expected): stretching shortens none,
+    # a 10% compression every one (12 bonds at log(0.9) from a cell ~2% above Vegard: 0.08 per
+    # atom), a shear some; fresh cells stay within the training's
+    assert strain[6, 2] == 0.0 and strain[7, 2] > 3 * domain.strain_high[2]
+    assert strain[8, 2] > domain.strain_high[2] and "bonds compressed" in check.reasons[8][0]
+    assert (strain[:6, 2] < domain.strain_high[2]).all()
     assert check.reasons[9] == [] and 0 < share[9] <= 13 / 256  # the atom and at most its 12 neighbours
 
 
@@ -199,8 +249,9 @@ def test_the_registry_is_the_list_of_terms_a_model_uses() -> None:
     full = HeadUncertainty(weights={"epistemic": 1.0}, distance_unit_variance=[0.1], prior_variance=[2.0],
                            distance_limit=3.0)
     assert [t.name for t in full.terms()] == ["epistemic", "aleatoric", "distance", "domain"]
-    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "strain"]
-    scaled = full.model_copy(update={"strain_coef": [[[1.0, 2.0], [0.0, 1.0]]], "strain_range": [[-0.01, 0.01], [0, 0.02]]})
+    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "strain", "composition"]
+    scaled = full.model_copy(update={"strain_coef": [[[1.0, 2.0], [0.0, 1.0]]], "strain_range": [[-0.01, 0.01], [0, 0.02]],
+                                     "composition_coef": [[0.0, 0.0, 0.1]], "composition_residual_variance": [1e-4]})
     assert [t.name for t in scaled.terms()] == list(UNCERTAINTY_TERMS)
     bare = HeadUncertainty(weights={"epistemic": 1.0})
     assert [t.name for t in bare.terms()] == ["epistemic", "aleatoric"]
