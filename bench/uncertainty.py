@@ -13,8 +13,8 @@ one run three ensembles of K members, each with the same calibration pipeline of
 Data: the training store has four splits (train, val, test and ``calset``, 70/10/10/10): members
 are trained and early-stopped on train/val and chosen on val; the uncertainty model is fitted on
 ``calset``. Test sets (none of them the store's own split): fresh random alloys of the same
-generator (``in_distribution``), its ideal, relaxed and ordered cells as rows of their own, random
-cells of 108-256 atoms (``large_cells``), and the shifts of
+generator (``in_distribution``, 300 of them), its ideal, relaxed and ordered cells as rows of
+their own, random cells of 108-256 atoms (``large_cells``), and the shifts of
 :mod:`graph_builders.datasets.alloy_shifts` (other lattices, vacancies, surfaces, compression,
 uniform tension and compression of 4-8%, shear, more components, unseen elements Pt and Al); none
 of them is used to fit anything.
@@ -73,6 +73,10 @@ CANDIDATES: list[tuple] = [
     ("SchNet", 64, 2, 0.002, 16, 2),
 ]
 SEED_BASE = 100  # the seed-only ensemble: seeds 100, 101, ... of the best candidate
+#: fresh random alloys in distribution: more than the other sets (a 95% coverage of 60 structures
+#: moves by +-0.03 from sampling alone, as wide as the goal's band 0.93-0.97)
+IN_DISTRIBUTION_COUNT = 300
+COST_REPEATS = 3
 
 
 @dataclass
@@ -126,7 +130,8 @@ def make_test_sets(store: Path, tests_path: Path, n_test: int, seed: int = 0) ->
     if not tests_path.exists():
         refs = {e: emt_reference(e) for e in (*elements, *unseen)}
         common = {"strain": float(meta["strain"]), "rattle": float(meta["rattle"]), "progress": False}
-        generated = {"in_distribution": make_alloy_dataset(n_test, elements, components, sizes=sizes, seed=22 + 1000 * seed,
+        generated = {"in_distribution": make_alloy_dataset(max(n_test, IN_DISTRIBUTION_COUNT), elements, components,
+                                                           sizes=sizes, seed=22 + 1000 * seed,
                                                            mix=RANDOM_ONLY, **common),
                      "large_cells": make_alloy_dataset(n_test, elements, components, sizes=LARGE_SIZES, seed=23 + 1000 * seed,
                                                        mix=RANDOM_ONLY, **common)}
@@ -290,6 +295,24 @@ def _head_metrics(rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return out
 
 
+def uq_cost(predictor, sets: Sets, repeats: int = COST_REPEATS) -> float:
+    """The uncertainty's cost (input checks and latent distances, :meth:`observe` after the
+    members ran) over the members' forward pass, summed over every test set: the median of
+    ``repeats`` rounds (one timing on a shared machine moves by 2x)."""
+    ratios = []
+    for _ in range(repeats):
+        forward_s = term_s = 0.0
+        for graphs in sets.tests.values():
+            t0 = time.perf_counter()
+            outputs = predictor.member_outputs(graphs)
+            t1 = time.perf_counter()
+            predictor.observe(graphs, outputs)
+            forward_s += t1 - t0
+            term_s += time.perf_counter() - t1
+        ratios.append(term_s / forward_s)
+    return float(np.median(ratios))
+
+
 def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
     """Metrics of one ensemble for the formation energy and the forces (per atom), plus the cost
     of the distance term (input checks and latent distances) relative to the members' forward pass."""
@@ -299,15 +322,8 @@ def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
     predictor = EnsemblePredictor(variant.directory)
     models = predictor.models if variant.full_model else _scale_models(predictor, store)
     rows: dict[str, dict] = {h: {} for h in (HEAD, "forces") if h in predictor.heads}
-    forward_s, term_s = [], []
     for name, graphs in sets.tests.items():
-        t0 = time.perf_counter()
-        outputs = predictor.member_outputs(graphs)
-        t1 = time.perf_counter()
-        obs = predictor.observe(graphs, outputs)
-        t2 = time.perf_counter()
-        forward_s.append(t1 - t0)
-        term_s.append(t2 - t1)
+        obs = predictor.observe(graphs)
         pred = predictor.combine(obs if variant.full_model else _plain(obs), models)
         targets = split_targets(graphs, predictor.heads)
         for head in rows:
@@ -322,7 +338,7 @@ def evaluate(variant: Variant, sets: Sets, store: Path) -> dict:
         maes = [float(np.mean(np.abs(p[head] - targets[head]))) for p in predictor.member_predictions(graphs)
                 if head in p]
         out["best_member_mae_id"] = min(maes)
-    return {"heads": heads, "distance_cost": float(np.sum(term_s) / np.sum(forward_s)),
+    return {"heads": heads, "distance_cost": uq_cost(predictor, sets),
             "members": {m.trial_id: round(m.weight, 3) for m in predictor.manifest.members}}
 
 
@@ -419,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         print(f"data: {args.train} binaries/ternaries of {','.join(TRAIN_ELEMENTS)}; {args.test} per test set",
               flush=True)
-        tests_file = "tests_v2.bp" if args.test_seed == 0 else f"tests_v2_seed{args.test_seed}.bp"
+        tests_file = "tests_v3.bp" if args.test_seed == 0 else f"tests_v3_seed{args.test_seed}.bp"
         sets = make_test_sets(make_training_store(work, args.train), work / tests_file, args.test, args.test_seed)
         print(f"training {len(CANDIDATES)} candidates and {args.top_k} seeds of the best ({args.epochs} epochs):",
               flush=True)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Data
 
 from graph_builders.schema import edge_vectors
 
@@ -73,15 +73,39 @@ def _node_geometry(graph: Data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with torch.no_grad():
         length = edge_vectors(graph).norm(dim=1).double().numpy()
     centre = graph.edge_index[1].numpy()
+    return centre, length, _median_nearest(n, centre, length)
+
+
+def _stacked(graphs: Sequence[Data]) -> tuple[np.ndarray | None, torch.Tensor | None, np.ndarray, np.ndarray]:
+    """The graphs' ``z`` and ``x`` one after the other (None unless every graph has them), the centre
+    node of every edge (numbered across the graphs) and its length: what :class:`InputDomain.check`
+    reads, without collating a PyG batch (each graph's edge vectors from its own cell)."""
+    zs = [getattr(g, "z", None) for g in graphs]
+    xs = [getattr(g, "x", None) for g in graphs]
+    z = np.concatenate([v.numpy() for v in zs]) if all(v is not None for v in zs) else None
+    x = None
+    if all(v is not None and v.dim() == 2 for v in xs) and len({v.shape[1] for v in xs}) == 1:
+        x = torch.cat(xs)
+    offsets = np.concatenate([[0], np.cumsum([g.num_nodes for g in graphs])])
+    with torch.no_grad():
+        length = np.concatenate([edge_vectors(g).norm(dim=1).double().numpy() for g in graphs])
+    centre = np.concatenate([g.edge_index[1].numpy() + start for g, start in zip(graphs, offsets[:-1])])
+    return z, x, centre, length
+
+
+def _median_nearest(n: int, centre: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """``r0`` per node: the median of its (up to) six shortest edges' lengths, NaN without edges."""
+    if len(length) == 0:
+        return np.full(n, np.nan)
     order = np.argsort(centre + length / (2.0 * (length.max() + 1.0)))  # by centre, then length
-    centre_sorted, length_sorted = centre[order], length[order]
-    starts = np.searchsorted(centre_sorted, np.arange(n + 1))
+    length_sorted = length[order]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(centre, minlength=n))])
     # median of each node's (up to) six nearest: its lengths are sorted, so the middle one(s)
     m = np.minimum(np.diff(starts), NEAREST_FOR_SCALE)
     last = len(length_sorted) - 1
     low = length_sorted[np.minimum(starts[:-1] + np.maximum(m - 1, 0) // 2, last)]
     high = length_sorted[np.minimum(starts[:-1] + m // 2, last)]
-    return centre, length, np.where(m > 0, 0.5 * (low + high), np.nan)
+    return np.where(m > 0, 0.5 * (low + high), np.nan)
 
 
 def shell_counts(graph: Data, cutoff: float, edges: Sequence[float] = SHELL_EDGES) -> np.ndarray:
@@ -98,8 +122,7 @@ def _shells(n: int, centre: np.ndarray, length: np.ndarray, r0: np.ndarray, cuto
         return out
     which = np.digitize(length / r0[centre], edges) - 1
     keep = which < bins
-    counts = np.zeros((n, bins))
-    np.add.at(counts, (centre[keep], which[keep]), 1.0)
+    counts = np.bincount(centre[keep] * bins + which[keep], minlength=n * bins).reshape(n, bins).astype(np.float64)
     inside = np.asarray(edges[1:])[None, :] * r0[:, None] <= cutoff
     out[inside] = counts[inside]
     return out
@@ -298,27 +321,24 @@ class InputDomain:
 
     def check(self, graphs: Sequence[Data]) -> DomainCheck:
         """The reasons per graph and what each node contributed (see :class:`DomainCheck` and the
-        module docstring's rule); all graphs are checked together (one batch, vectorised per node)."""
+        module docstring's rule); all graphs are checked together (vectorised per node)."""
         from ase.data import chemical_symbols
 
         if not graphs:
             return DomainCheck([], np.zeros(0), np.zeros(0, dtype=bool))
-        batch = Batch.from_data_list([_geometry_only(g) for g in graphs])
+        zz, x, centre, length = _stacked(graphs)
         sizes = np.array([g.num_nodes for g in graphs])
         node_ptr = np.concatenate([[0], np.cumsum(sizes)])
         graph_of = np.repeat(np.arange(len(graphs)), sizes)
         reasons: list[list[str]] = [[] for _ in graphs]
         details: list[list[str]] = [[] for _ in graphs]  # what the outside atoms failed
         unknown = np.zeros(len(graph_of), dtype=bool)
-        z = getattr(batch, "z", None)
-        zz = None if z is None else z.numpy()
         if zz is not None and self.elements:
             new = ~np.isin(zz, self.elements)
             unknown |= new
             for g in np.unique(graph_of[new]):
                 names = ", ".join(_symbol(e, chemical_symbols) for e in sorted(set(zz[graph_of == g][new[graph_of == g]].tolist())))
                 reasons[g].append(f"element(s) {names} not in the training data")
-        x = getattr(batch, "x", None)
         if x is not None and self.x_min and x.dim() == 2 and x.shape[1] == len(self.x_min):
             xx = x.double().numpy()
             span = np.maximum(np.asarray(self.x_max) - np.asarray(self.x_min), 1e-12)
@@ -328,8 +348,9 @@ class InputDomain:
             for g in np.unique(graph_of[rows]):
                 cols = np.flatnonzero(outside[graph_of == g].any(0))
                 details[g].append(f"node features x[:, {', '.join(map(str, cols.tolist()))}] outside the training range")
-        centre, length, r0 = _node_geometry(batch)
-        shells = _shells(batch.num_nodes, centre, length, r0, self.cutoff, self.shell_edges)
+        num_nodes = len(graph_of)
+        r0 = _median_nearest(num_nodes, centre, length)
+        shells = _shells(num_nodes, centre, length, r0, self.cutoff, self.shell_edges)
         low, high = np.asarray(self.shell_low), np.asarray(self.shell_high)
         over = np.nansum(np.maximum(shells - high, 0.0) + np.maximum(low - shells, 0.0), axis=1)
         flagged = np.bincount(graph_of, over > 0, minlength=len(graphs))
@@ -338,7 +359,7 @@ class InputDomain:
             details[g].append(f"{int(flagged[g])} with neighbour shells outside the training envelope "
                               f"({mean_over[g]:.2g} neighbours per atom beyond it)")
         deficit = np.nan_to_num(np.maximum(low[0] - shells[:, 0], 0.0), nan=0.0)
-        strain, strain_excess = self._strain(zz, graph_of, len(graphs), batch.num_nodes, centre, length, r0)
+        strain, strain_excess = self._strain(zz, graph_of, len(graphs), num_nodes, centre, length, r0)
         element = None
         if zz is not None and self.elements:
             position = np.searchsorted(self.elements, zz).clip(0, len(self.elements) - 1)
@@ -399,12 +420,3 @@ class InputDomain:
 def _symbol(z: int, symbols: Sequence[str]) -> str:
     return symbols[z] if 0 < z < len(symbols) else str(z)
 
-
-def _geometry_only(graph: Data) -> Data:
-    """The fields the checks read (targets and names dropped, so any graphs batch together)."""
-    out = Data()
-    for key in ("x", "z", "pos", "edge_index", "edge_shift", "cell"):
-        value = getattr(graph, key, None)
-        if value is not None:
-            out[key] = value
-    return out

@@ -135,6 +135,29 @@ def test_batched_graphs_keep_edge_vectors():
     assert batch.cell.shape == (2, 3, 3) and not batch.cell[1].any()  # molecule cell is zeros
 
 
+def test_batched_edge_vectors_per_graph_product_and_gather_agree_with_gradients():
+    """Edges in graph order take one product per graph, edges out of order the per-edge gather:
+    the same vectors and the same gradients in positions and cells (forces and stress by autograd)."""
+    cells = [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Ni", "fcc", a=3.52).repeat((2, 1, 1))]
+    cells[1].positions += 0.05
+    batch = Batch.from_data_list([atoms_to_graph(a, cutoff=4.0) for a in cells])
+    order = torch.randperm(batch.edge_index.shape[1], generator=torch.Generator().manual_seed(0))
+    shuffled = batch.clone()
+    shuffled.edge_index, shuffled.edge_shift = batch.edge_index[:, order], batch.edge_shift[order]
+    grads = []
+    for data in (batch, shuffled):
+        data.pos.requires_grad_(True)
+        data.cell.requires_grad_(True)
+        vec = edge_vectors(data)
+        (vec.norm(dim=1) ** 3).sum().backward()
+        grads.append((vec, data.pos.grad.clone(), data.cell.grad.clone()))
+        data.pos, data.cell = data.pos.detach(), data.cell.detach()
+    torch.testing.assert_close(grads[0][0][order], grads[1][0])
+    torch.testing.assert_close(grads[0][1], grads[1][1])
+    torch.testing.assert_close(grads[0][2], grads[1][2])
+    assert grads[0][2].abs().sum() > 0
+
+
 def test_molecule_graph_has_zero_cell_and_shifts():
     mol = molecule("CH4")
     mol.cell = [10.0, 10.0, 10.0]  # a box does not matter when nothing is periodic
