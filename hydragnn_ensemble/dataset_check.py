@@ -88,6 +88,10 @@ def config_problems(config: HydraConfig, facts: DatasetFacts) -> ConfigCheck:
         check.errors.append(f"NeuralNetwork.Architecture.mpnn_type: {arch.mpnn_type} does not see the atoms' "
                             "positions, so in potential mode (compute_grad_energy) its forces and stress would be "
                             f"zero; use one of {geometric}")
+    if layer is not None and arch.hydragnn_shaped and not _shapeable(layer):
+        check.errors.append(f"NeuralNetwork.Architecture.hydragnn_shaped: not built for {arch.mpnn_type} (its layers "
+                            "differ from HydraGNN's inside); available for "
+                            + ", ".join(n for n in MPNN_TYPES if _shapeable(n)))
     if not check.errors:  # the potential-mode heads are looked for among valid heads only
         try:
             potential_heads(config, selected_heads(config, facts.heads))
@@ -102,6 +106,12 @@ def config_problems(config: HydraConfig, facts: DatasetFacts) -> ConfigCheck:
     if warning:
         check.warnings.append(warning)
     return check
+
+
+def _shapeable(layer_name: str) -> bool:
+    from hydragnn_ensemble.model.layers import layer_class
+
+    return bool(layer_class(layer_name).reads_raw_input)
 
 
 def _sees_positions(layer_name: str) -> bool:

@@ -160,7 +160,10 @@ class ArchitectureSection(_Section):
     ``radius``, ``num_gaussians`` (``num_radial`` when unset), ``edge_features`` (non-empty: the
     dataset's ``edge_attr`` is fed to the layers), ``activation_function``, ``graph_pooling``,
     ``pna_deg`` (degree histogram for PNA; computed from the training split when unset),
-    ``enable_interatomic_potential`` (same as ``Training.compute_grad_energy``).
+    ``enable_interatomic_potential`` (same as ``Training.compute_grad_energy``), and ours,
+    ``hydragnn_shaped`` (GIN, EGNN, SchNet: no embedding, the first layer reads the raw node
+    features and the layers are built as HydraGNN's, so HydraGNN's rebuild of the config has the
+    same parameter count; HydraGNN ignores the key).
 
     Accepted, not used: HydraGNN's MLIP loss weights ``energy_weight``, ``energy_peratom_weight``,
     ``force_weight`` (potential mode here weights the energy and forces heads by ``task_weights``);
@@ -206,6 +209,7 @@ class ArchitectureSection(_Section):
     avg_num_neighbors: float | None = None
     edge_features: list[str] | None = None
     equivariance: bool | None = False
+    hydragnn_shaped: bool = False
     activation_function: str = "relu"
     graph_pooling: str = "mean"
     global_attn_engine: str | None = None

@@ -171,4 +171,5 @@ def config_to_model_spec(
         predict_variance=config.training.loss_function_type == "GaussianNLLLoss",
         pna_degree_histogram=tuple(int(v) for v in hist) if (hist and arch.mpnn_type in PNA_MPNN_TYPES) else None,
         equivariance=bool(arch.equivariance),
+        hydragnn_shaped=arch.hydragnn_shaped,
     )

@@ -5,7 +5,12 @@ graph heads ``[B, dim]``, node heads ``[N, dim]``; with ``spec.predict_variance`
 ``"<head>__var"`` entry per head (same shape, positive). Between layers the model applies
 ``h <- h + act(LayerNorm(layer(h)))`` (LayerNorm, not BatchNorm: per-node statistics make outputs
 independent of how graphs are batched and need no synchronisation under DDP). Layers marked
-``self_contained`` (PaiNN) do their own residual update.
+``self_contained`` (PaiNN) do their own residual update. With ``spec.hydragnn_shaped`` (GIN, EGNN,
+SchNet) the model is built as HydraGNN builds it: no embedding, the first layer reads the raw node
+features ``x``, the layer's internals are HydraGNN's (SchNet: its CFConv), and
+``h <- act(BatchNorm(layer(h)))`` without a residual (EGNN and SchNet: no BatchNorm, as in
+HydraGNN's stacks), so the parameter count is HydraGNN's for the same configuration (with
+BatchNorm the outputs depend on the batch in training mode).
 
 In potential mode (``spec.energy_head`` set) see :mod:`hydragnn_ensemble.model.potential` for the
 units convention: energy, forces and stress are physical and forces are ``-dE/dpos``; the energy
@@ -63,12 +68,35 @@ def _check_spec(spec: ModelSpec) -> None:
         stress_unit_factor(spec.heads[spec.stress_head].unit)
     if spec.energy_head is None and (spec.forces_head or spec.stress_head):
         raise ValueError("forces_head/stress_head need energy_head (they are derivatives of the energy)")
+    if spec.hydragnn_shaped:
+        _check_shaped(spec)
     if spec.energy_head is not None and not layer_class(spec.mpnn_type).needs_geometry:
         geometric = [n for n, c in MPNN_TYPES.items() if c.needs_geometry]
         raise ValueError(
             f"mpnn_type {spec.mpnn_type!r} ignores positions, so it cannot be an interatomic potential; "
             f"use one of {', '.join(geometric)}"
         )
+
+
+def _norm(spec: ModelSpec, cls: type) -> nn.Module:
+    """The normalisation after a layer: LayerNorm; in a HydraGNN-shaped model what HydraGNN's stack
+    has, BatchNorm or none (``hydragnn_batch_norm``); its first layer reads one raw column, and
+    LayerNorm over the features of a rank-one input is constant: the model could not tell nodes apart."""
+    if not spec.hydragnn_shaped:
+        return nn.LayerNorm(spec.hidden_dim)
+    return nn.BatchNorm1d(spec.hidden_dim) if cls.hydragnn_batch_norm else nn.Identity()
+
+
+def _check_shaped(spec: ModelSpec) -> None:
+    """A HydraGNN-shaped model needs a layer family that reads raw input, and raw input to read."""
+    if not layer_class(spec.mpnn_type).reads_raw_input:
+        shaped = [n for n, c in MPNN_TYPES.items() if c.reads_raw_input]
+        raise ValueError(
+            f"hydragnn_shaped: not built for mpnn_type {spec.mpnn_type!r} (its layers differ from HydraGNN's "
+            f"inside, not only at the input); available for {', '.join(shaped)}")
+    if spec.node_feature_dim < 1:
+        raise ValueError("hydragnn_shaped: the first layer reads the node features x, and the data has none "
+                         "(Variables_of_interest.input_node_features is empty)")
 
 
 class HydraModel(nn.Module):
@@ -79,10 +107,13 @@ class HydraModel(nn.Module):
         _check_spec(spec)
         self.spec = spec
         cls = layer_class(spec.mpnn_type)
-        self.embedding = NodeEmbedding(spec.node_feature_dim, spec.hidden_dim, spec.use_atomic_numbers)
+        self.embedding = (None if spec.hydragnn_shaped
+                          else NodeEmbedding(spec.node_feature_dim, spec.hidden_dim, spec.use_atomic_numbers))
         self.potential_mode = spec.energy_head is not None
         self.needs_geometry = cls.needs_geometry or self.potential_mode
-        self.geometry = (GeometryEncoder(spec.radius, spec.num_gaussians, radial_table=cls.filters_on_distance)
+        # a HydraGNN-shaped layer with edge features filters on more than the distance: no table
+        tabulate = cls.filters_on_distance and not (spec.hydragnn_shaped and spec.edge_dim > 0)
+        self.geometry = (GeometryEncoder(spec.radius, spec.num_gaussians, radial_table=tabulate)
                          if self.needs_geometry else None)
         self.layers = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -98,10 +129,12 @@ class HydraModel(nn.Module):
                 num_layers=spec.num_conv_layers,
                 pna_degree_histogram=spec.pna_degree_histogram,
                 equivariance=spec.equivariance,
+                input_dim=spec.node_feature_dim if spec.hydragnn_shaped and k == 0 else None,
+                hydragnn_shaped=spec.hydragnn_shaped,
             )
             self.layers.append(cls(config))
             own = cls.self_contained
-            self.norms.append(nn.Identity() if own else nn.LayerNorm(spec.hidden_dim))
+            self.norms.append(nn.Identity() if own else _norm(spec, cls))
             self.activations.append(nn.Identity() if own else make_activation(spec.activation))
         self.autograd_heads: tuple[str, ...] = tuple(
             n for n in (spec.forces_head, spec.stress_head) if n is not None
@@ -202,15 +235,28 @@ class HydraModel(nn.Module):
         else:
             geom = EdgeGeometry(edge_attr=edge_attr)
 
-        h = self.embedding(getattr(data, "x", None), getattr(data, "z", None))
+        h = self._input(data)
         edges = Edges(edge_index, num_nodes)
         vec = None
         outputs: list[Tensor] = []
         for layer, norm, act in zip(self.layers, self.norms, self.activations):
             out, vec = layer(h, edges, geom, vec)
             outputs.append(out)
-            h = out if layer.self_contained else h + act(norm(out))
+            if layer.self_contained:
+                h = out
+            else:  # HydraGNN-shaped: no residual (HydraGNN's conv -> BatchNorm -> activation)
+                h = act(norm(out)) if spec.hydragnn_shaped else h + act(norm(out))
         return _Trunk(h, batch, num_graphs, strained, outputs)
+
+    def _input(self, data: object) -> Tensor:
+        """The first layer's input: the embedding, or (HydraGNN-shaped) the raw node features."""
+        if self.embedding is not None:
+            return self.embedding(getattr(data, "x", None), getattr(data, "z", None))
+        x = getattr(data, "x", None)
+        if x is None or x.dim() != 2 or x.shape[1] != self.spec.node_feature_dim:
+            shape = None if x is None else tuple(x.shape)
+            raise ValueError(f"node features x must be [N, {self.spec.node_feature_dim}], got {shape}")
+        return x.to(next(self.parameters()).dtype)
 
     def _readout(self, data: object, trunk: "_Trunk") -> dict[str, Tensor]:
         """The heads (and in potential mode the forces and stress by autograd) from the trunk."""

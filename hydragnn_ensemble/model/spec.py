@@ -62,3 +62,7 @@ class ModelSpec:
     #: EGNN moves its coordinates between layers (HydraGNN's ``equivariance``; the configuration's
     #: default is HydraGNN's False, this default keeps specs saved before the option rebuilding as trained)
     equivariance: bool = True
+    #: HydraGNN's shapes: no embedding, the first layer reads the raw node features ``x`` (so an
+    #: exported member and HydraGNN's rebuild of its config have the same parameter count); only
+    #: for layer families that take a narrower input (``ConvLayer.reads_raw_input``)
+    hydragnn_shaped: bool = False

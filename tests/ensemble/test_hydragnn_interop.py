@@ -81,3 +81,29 @@ def test_the_other_direct_layer_types_export_and_train_in_hydragnn(hydragnn_pyth
     entries = _train_in_hydragnn(hydragnn_python, tmp_path / "out")
     assert sorted(e["rewritten"]["NeuralNetwork"]["Architecture"]["mpnn_type"] for e in entries) == sorted(types)
     _assert_trains(entries)
+
+
+@pytest.mark.parametrize("types, edge_features", [(("GIN", "EGNN"), None), (("SchNet", "EGNN"), ["length"])])
+def test_hydragnn_shaped_members_have_hydragnn_s_parameter_count(hydragnn_python, alloy_store, tmp_path, types,
+                                                                 edge_features):
+    """GIN, EGNN and SchNet trained with ``hydragnn_shaped`` (with and without the edge length as an
+    edge feature): HydraGNN's rebuild of each exported config has exactly the member's parameter
+    count, and trains on its default path."""
+    from ensemble.campaign import read_campaign
+
+    mt, hd, lr = ("NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim",
+                  "NeuralNetwork.Training.Optimizer.learning_rate")
+    plans = [TrialPlan(i, {mt: m, hd: 24, lr: 0.003}) for i, m in enumerate(types)]
+    space = {mt: {"type": "categorical", "choices": list(types)}, hd: {"type": "int", "low": 8, "high": 32},
+             lr: {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}
+    base = small_base_config(epochs=2)
+    base["NeuralNetwork"]["Architecture"]["hydragnn_shaped"] = True
+    if edge_features:
+        base["NeuralNetwork"]["Architecture"]["edge_features"] = edge_features
+    campaign = build_campaign(tmp_path / "campaign", alloy_store, base, plans, space)
+    ours = {t.params[mt]: t.result.num_parameters for t in read_campaign(campaign.root).ranked()}
+    export_top_k(campaign.root, 2, "hydragnn", tmp_path / "out", with_dataset=True)
+    entries = _train_in_hydragnn(hydragnn_python, tmp_path / "out")
+    theirs = {e["rewritten"]["NeuralNetwork"]["Architecture"]["mpnn_type"]: e["num_parameters"] for e in entries}
+    assert ours == theirs and len(ours) == 2
+    _assert_trains(entries)

@@ -108,3 +108,13 @@ def test_a_label_is_compared_in_the_heads_unit() -> None:
     assert in_head_unit(HeadSpec("energy", "graph", 1, "eV"), np.array([[-2.0]]), "eV/atom", 32).item() == pytest.approx(-64.0)
     assert in_head_unit(HeadSpec("gap", "graph", 1, "K"), total, "eV", 32) is None  # not convertible
     assert in_head_unit(per_atom, np.zeros((1, 3)), "eV", 32) is None  # another shape
+
+
+def test_hydragnn_shaped_campaign_refuses_the_layer_types_it_is_not_built_for(dataset) -> None:
+    space = SearchSpace.from_dict({"NeuralNetwork.Architecture.mpnn_type": {"type": "categorical",
+                                                                            "choices": ["SchNet", "GIN", "PNA"]}})
+    report = check_against_dataset(base(hydragnn_shaped=True), space, dataset)
+    assert len(report.errors) == 1
+    assert report.errors[0].startswith("search_space NeuralNetwork.Architecture.mpnn_type = 'PNA': "
+                                       "NeuralNetwork.Architecture.hydragnn_shaped: not built for PNA")
+    assert report.errors[0].endswith("available for GIN, SchNet, EGNN")

@@ -22,7 +22,12 @@ Class attributes tell the model what a family needs:
   ``geom.radial`` when the encoder tabulated them (a :class:`~hydragnn_ensemble.model.geometry.
   RadialTable`; ``None`` in potential mode and on small batches), else per edge;
 * ``self_contained``: the layer returns the finished node state (its own residual update). Otherwise
-  the model applies ``h <- h + act(norm(h_new))`` after the layer.
+  the model applies ``h <- h + act(norm(h_new))`` after the layer;
+* ``reads_raw_input``: the layer can be the first of a HydraGNN-shaped model, reading
+  ``LayerConfig.input_dim`` raw node features instead of ``hidden_dim`` (then the model applies
+  ``h <- act(norm(h_new))``, no residual, after it);
+* ``hydragnn_batch_norm``: in a HydraGNN-shaped model, ``norm`` is a BatchNorm, as HydraGNN's stack
+  of that family has it (its EGNN stack has none: then no normalisation).
 
 Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
 ``sum_at_target``, ``neighbour_sum``, ``extreme_at_target``, ``in_degree``), plain torch and
@@ -96,10 +101,17 @@ class LayerConfig:
     num_layers: int = 1
     pna_degree_histogram: tuple[int, ...] | None = None
     equivariance: bool = True  # EGNN: update coordinates between layers
+    input_dim: int | None = None  # the width of ``h`` the layer reads (None: hidden_dim)
+    hydragnn_shaped: bool = False  # the family's internals as HydraGNN builds them (where they differ)
 
     @property
     def is_last(self) -> bool:
         return self.layer_index == self.num_layers - 1
+
+    @property
+    def width_in(self) -> int:
+        """The width of the node features the layer reads."""
+        return self.hidden_dim if self.input_dim is None else self.input_dim
 
 
 class ConvLayer(nn.Module, ABC):
@@ -109,6 +121,8 @@ class ConvLayer(nn.Module, ABC):
     carries_vectors: ClassVar[bool] = False
     filters_on_distance: ClassVar[bool] = False
     self_contained: ClassVar[bool] = False
+    reads_raw_input: ClassVar[bool] = False
+    hydragnn_batch_norm: ClassVar[bool] = True
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__()

@@ -24,18 +24,20 @@ class EGNNLayer(ConvLayer):
 
     needs_geometry = True
     carries_vectors = True
+    reads_raw_input = True
+    hydragnn_batch_norm = False
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
-        dim = config.hidden_dim
+        dim, width_in = config.hidden_dim, config.width_in
         self.inv_r2 = 1.0 / config.radius**2
-        self.lin_i = nn.Linear(dim, dim)
-        self.lin_j = nn.Linear(dim, dim, bias=False)
+        self.lin_i = nn.Linear(width_in, dim)
+        self.lin_j = nn.Linear(width_in, dim, bias=False)
         self.lin_d = nn.Linear(1, dim, bias=False)
         self.lin_e = nn.Linear(config.edge_dim, dim, bias=False) if config.edge_dim > 0 else None
         self.edge_act = make_activation("silu")
         self.edge_out = nn.Sequential(nn.Linear(dim, dim), nn.SiLU())
-        self.node_mlp = nn.Sequential(nn.Linear(2 * dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.node_mlp = nn.Sequential(nn.Linear(width_in + dim, dim), nn.SiLU(), nn.Linear(dim, dim))
         self.update_coords = config.equivariance and not config.is_last
         self.coord_mlp = (
             nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, 1, bias=False))

@@ -13,11 +13,14 @@ from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, make_act
 class GINLayer(ConvLayer):
     """Graph isomorphism layer with a learnable ``eps`` and a two-layer MLP."""
 
+    reads_raw_input = True
+
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
         dim = config.hidden_dim
         self.eps = nn.Parameter(torch.zeros(1))
-        self.mlp = nn.Sequential(nn.Linear(dim, dim), make_activation(config.activation), nn.Linear(dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(config.width_in, dim), make_activation(config.activation),
+                                 nn.Linear(dim, dim))
 
     def forward(
         self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None

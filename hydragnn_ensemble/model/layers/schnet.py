@@ -3,10 +3,16 @@
 ``m_i = sum_j W(r_ij) * (W1 h)_j`` with the continuous filter
 ``W(r) = Linear(ssp(Linear(rbf(r)))) * cosine_cutoff(r)``; the layer returns ``Linear(ssp(Linear(m)))``
 (the model adds the residual). The Gaussian basis and cutoff come from the shared geometry.
+
+HydraGNN-shaped (``LayerConfig.hydragnn_shaped``): the layer is HydraGNN's ``CFConv`` (PyG's): one
+output map ``Linear(m)``, and with edge features the filter network reads ``[rbf, edge_attr]`` per
+edge (no radial table then). HydraGNN's SchNet with ``equivariance: true`` adds a coordinate network
+per layer (all but the last), which this layer has not: the counts are equal with it off (its default).
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from hydragnn_ensemble.model.edges import Edges
@@ -19,20 +25,26 @@ class SchNetLayer(ConvLayer):
 
     needs_geometry = True
     filters_on_distance = True
+    reads_raw_input = True
+    hydragnn_batch_norm = False
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
         dim = config.hidden_dim
-        self.filter_net = nn.Sequential(
-            nn.Linear(config.num_gaussians, dim), ShiftedSoftplus(), nn.Linear(dim, dim)
-        )
-        self.lin_in = nn.Linear(dim, dim, bias=False)
-        self.lin_out = nn.Sequential(nn.Linear(dim, dim), ShiftedSoftplus(), nn.Linear(dim, dim))
+        self.reads_edge_attr = config.hydragnn_shaped and config.edge_dim > 0
+        filter_in = config.num_gaussians + (config.edge_dim if self.reads_edge_attr else 0)
+        self.filter_net = nn.Sequential(nn.Linear(filter_in, dim), ShiftedSoftplus(), nn.Linear(dim, dim))
+        self.lin_in = nn.Linear(config.width_in, dim, bias=False)
+        self.lin_out = (nn.Linear(dim, dim) if config.hydragnn_shaped
+                        else nn.Sequential(nn.Linear(dim, dim), ShiftedSoftplus(), nn.Linear(dim, dim)))
 
     def forward(
         self, h: Tensor, edges: Edges, geom: EdgeGeometry, vec: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        if geom.radial is not None:  # the filter on the table's distances, interpolated per edge
+        if self.reads_edge_attr:  # HydraGNN-shaped with edge features: the filter per edge
+            inputs = torch.cat([geom.require("rbf"), geom.require("edge_attr").to(geom.require("rbf").dtype)], dim=-1)
+            weight = self.filter_net(inputs) * geom.require("cutoff").unsqueeze(-1)
+        elif geom.radial is not None:  # the filter on the table's distances, interpolated per edge
             table = geom.radial
             weight = table.lookup(self.filter_net(table.rbf) * table.cutoff.unsqueeze(-1))
         else:
