@@ -23,11 +23,12 @@ Class attributes tell the model what a family needs:
   RadialTable`; ``None`` in potential mode and on small batches), else per edge;
 * ``self_contained``: the layer returns the finished node state (its own residual update). Otherwise
   the model applies ``h <- h + act(norm(h_new))`` after the layer;
-* ``reads_raw_input``: the layer can be the first of a HydraGNN-shaped model, reading
-  ``LayerConfig.input_dim`` raw node features instead of ``hidden_dim`` (then the model applies
-  ``h <- act(norm(h_new))``, no residual, after it);
+* ``reads_raw_input``: the family can be built HydraGNN-shaped: its first layer reads
+  ``LayerConfig.input_dim`` raw node features instead of ``hidden_dim``, ``LayerConfig.hydragnn_shaped``
+  asks for HydraGNN's internals where they differ, and the model applies ``h <- act(norm(h_new))``,
+  no residual, after every layer;
 * ``hydragnn_batch_norm``: in a HydraGNN-shaped model, ``norm`` is a BatchNorm, as HydraGNN's stack
-  of that family has it (its EGNN stack has none: then no normalisation).
+  of that family has it (its EGNN and SchNet stacks have none: then no normalisation).
 
 Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
 ``sum_at_target``, ``neighbour_sum``, ``extreme_at_target``, ``in_degree``), plain torch and
