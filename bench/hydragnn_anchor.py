@@ -36,20 +36,25 @@ ROOT = Path(__file__).resolve().parents[1]
 HYDRAGNN_NAMES = {"PaiNN": "PAINN"}
 
 
-def make_dataset(path: Path, num_graphs: int) -> None:
-    """64-atom alloys with the formation-energy head only (HydraGNN's ``y`` is the config's heads)."""
+def make_dataset(path: Path, num_graphs: int, sizes: tuple[int, ...] = (64,), seed: int = 0,
+                 fractions: tuple[float, ...] | None = None) -> None:
+    """Alloys (64 atoms) with the formation-energy head only (HydraGNN's ``y`` is the config's heads),
+    in the generator's splits or, with ``fractions``, split anew."""
     from graph_builders.datasets.alloy import make_alloy_dataset
     from graph_builders.schema import HeadRegistry
     from graph_builders.store import write_dataset
 
-    data = make_alloy_dataset(num_structures=num_graphs, sizes=(64,), components=(2, 3), seed=0, progress=False)
+    data = make_alloy_dataset(num_structures=num_graphs, sizes=sizes, components=(2, 3), seed=seed, progress=False)
     heads = HeadRegistry.of([data.heads["formation_energy"]])
     graphs = []
     for g in data.graphs:
         for key in [k for k in g.keys() if k.startswith("y_") and k != "y_formation_energy"]:
             del g[key]
         graphs.append(g)
-    write_dataset(path, graphs, heads, splits=data.splits, metadata=data.metadata)
+    if fractions is None:
+        write_dataset(path, graphs, heads, splits=data.splits, metadata=data.metadata)
+    else:
+        write_dataset(path, graphs, heads, metadata=data.metadata, seed=seed, fractions=fractions)
 
 
 #: glibc's malloc settings of the ``keep`` arm, for both programs alike (what the ``train``

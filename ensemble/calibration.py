@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ensemble.combine import head_inputs
-from ensemble.domain import InputDomain
+from ensemble.domain import InputDomain, composition_features
 from ensemble.latent import LatentReference
 from ensemble.manifest import UncertaintyInfo, read_manifest, sha256_of, write_manifest
 from ensemble.metrics import (  # re-exported: the calibration API of earlier versions
@@ -127,44 +128,38 @@ def _warnings(split_warning: str | None, report: CalibrationReport, fit_count: i
     return warnings
 
 
-def _strain_responses(predictor: EnsemblePredictor, reference: list,
-                      train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
-    """Per graph head, how its training targets move with the strain descriptors
-    (:func:`~ensemble.uncertainty.fit_strain_response`; composition as covariates)."""
-    from ensemble.domain import composition_features
+def _graph_head_fits(predictor: EnsemblePredictor, train_targets: dict[str, np.ndarray],
+                     fit: Callable[[np.ndarray], tuple | None]) -> dict[str, tuple]:
+    """``fit(training targets)`` per graph head that has them, where it gives a model."""
+    out = {}
+    for head in predictor.heads:
+        if head.level == "graph" and head.name in train_targets:
+            response = fit(train_targets[head.name])
+            if response is not None:
+                out[head.name] = response
+    return out
 
+
+def _responses(predictor: EnsemblePredictor, reference: list,
+               train_targets: dict[str, np.ndarray]) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """Per graph head, from the training split (checked once): how its targets move with the strain
+    descriptors (:func:`~ensemble.uncertainty.fit_strain_response`, composition as covariates), and
+    a regular-solution model of them in the element fractions, the prior for unseen elements
+    (:func:`~ensemble.uncertainty.fit_composition_response`)."""
     domain = predictor.domain
-    if domain is None or not domain.scale_coef:
-        return {}
-    ptr = np.concatenate([[0], np.cumsum([g.num_nodes for g in reference])])
-    strain = domain.check(reference).graph_strain(ptr)
-    if strain is None:
-        return {}
-    covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
-    out = {}
-    for head in predictor.heads:
-        if head.level == "graph" and head.name in train_targets:
-            response = fit_strain_response(strain, covariates, train_targets[head.name])
-            if response is not None:
-                out[head.name] = response
-    return out
-
-
-def _composition_responses(predictor: EnsemblePredictor, reference: list,
-                           train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
-    """Per graph head, a regular-solution model of its training targets in the element fractions
-    (:func:`~ensemble.uncertainty.fit_composition_response`): the prior for unseen elements."""
-    check = None if predictor.domain is None else predictor.domain.check(reference)
-    composition = None if check is None else check.composition(node_offsets(reference))
-    if composition is None:
-        return {}
-    out = {}
-    for head in predictor.heads:
-        if head.level == "graph" and head.name in train_targets:
-            response = fit_composition_response(composition[0], train_targets[head.name])
-            if response is not None:
-                out[head.name] = response
-    return out
+    if domain is None:
+        return {}, {}
+    check = domain.check(reference)
+    ptr = node_offsets(reference)
+    strain = check.graph_strain(ptr) if domain.scale_coef else None
+    strains: dict[str, tuple] = {}
+    if strain is not None:
+        covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
+        strains = _graph_head_fits(predictor, train_targets, lambda y: fit_strain_response(strain, covariates, y))
+    composition = check.composition(ptr)
+    compositions = {} if composition is None else _graph_head_fits(
+        predictor, train_targets, lambda y: fit_composition_response(composition[0], y))
+    return strains, compositions
 
 
 def _fit_models(predictor: EnsemblePredictor, reference: list,
@@ -172,8 +167,7 @@ def _fit_models(predictor: EnsemblePredictor, reference: list,
     """Each head's uncertainty model fitted on ``fit_graphs`` (responses on the ``reference``
     training graphs), and the heads skipped with the reason."""
     train_targets = split_targets(reference, predictor.heads)
-    responses = _strain_responses(predictor, reference, train_targets)
-    compositions = _composition_responses(predictor, reference, train_targets)
+    responses, compositions = _responses(predictor, reference, train_targets)
     fit_y = split_targets(fit_graphs, predictor.heads)
     fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,
                              predictor.observe(fit_graphs), predictor.head_weights)

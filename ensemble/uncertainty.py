@@ -227,7 +227,6 @@ class CompositionTerm(UncertaintyTerm):
         self.coef = np.asarray(coef, dtype=np.float64)  # [dim, E + E(E-1)/2]: per element, then pairs
         self.residual_variance = np.asarray(residual_variance, dtype=np.float64)
         self.num_elements = int(round((math.sqrt(8 * self.coef.shape[1] + 1) - 1) / 2))  # E + E(E-1)/2 columns
-        self.pairs = np.triu_indices(self.num_elements, k=1)
 
     @classmethod
     def from_model(cls, model: "HeadUncertainty") -> "CompositionTerm | None":
@@ -241,7 +240,7 @@ class CompositionTerm(UncertaintyTerm):
             return None
         xu = np.asarray(inputs.unseen_fraction, dtype=np.float64)[:, None]
         single, pair = self.coef[:, :self.num_elements], self.coef[:, self.num_elements:]  # [dim, E], [dim, P]
-        design = np.hstack([x, x[:, self.pairs[0]] * x[:, self.pairs[1]]])
+        design = regular_solution_design(x)
         with_unseen = xu * (1.0 - xu)  # the unseen element's pairs with the training elements, as one
         prior_mean = design @ self.coef.T + xu * single.mean(1)[None, :] + with_unseen * pair.mean(1)[None, :]
         prior_var = ((xu * single.std(1)[None, :]) ** 2 + (with_unseen * pair.std(1)[None, :]) ** 2
@@ -250,15 +249,21 @@ class CompositionTerm(UncertaintyTerm):
         return np.where(xu > 0, out, 0.0)
 
 
+def regular_solution_design(composition: np.ndarray) -> np.ndarray:
+    """``[rows, E + E(E-1)/2]``: the element fractions ``composition`` ([rows, E]), then every pair's
+    product (``i < j``, row-major)."""
+    x = np.asarray(composition, dtype=np.float64)
+    first, second = np.triu_indices(x.shape[1], k=1)
+    return np.hstack([x, x[:, first] * x[:, second]])
+
+
 def fit_composition_response(composition: np.ndarray, targets: np.ndarray) -> tuple[list, list] | None:
     """Per component, the coefficients of a regular-solution model of ``targets`` ([rows, dim]) in the
     element fractions ``composition`` ([rows, E]; columns: per element, then every pair's product),
     by least squares on the training rows, and the residuals' variance. None with fewer than two
     elements or fewer than two rows per coefficient."""
-    x = np.asarray(composition, dtype=np.float64)
-    first, second = np.triu_indices(x.shape[1], k=1)
-    design = np.hstack([x, x[:, first] * x[:, second]])
-    if x.shape[1] < 2 or len(x) < 2 * design.shape[1]:
+    design = regular_solution_design(composition)
+    if design.shape[1] < 3 or len(design) < 2 * design.shape[1]:  # one element: 1 column, two: 3
         return None
     y = np.asarray(targets, dtype=np.float64)
     coef = np.linalg.lstsq(design, y, rcond=None)[0]  # [columns, dim]
