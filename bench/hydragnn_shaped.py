@@ -1,4 +1,4 @@
-"""What ``hydragnn_shaped`` costs in accuracy and buys in speed: GIN, EGNN, SchNet trained both ways.
+"""What ``hydragnn_shaped`` costs in accuracy and buys in speed: each layer type trained both ways.
 
 Each (layer, shape, seed) trains with the real trainer (``train_trial``, one torch thread, CPU) on
 the same alloy dataset (800 binaries/ternaries of the demo generator, 32-48 atoms, formation
@@ -7,7 +7,7 @@ parameter count, the best validation MAE, the test MAE of the best checkpoint (t
 ``result.json``) and the median seconds per epoch, then the medians over seeds, shaped / full.
 Runs alternate (full, shaped, full, ...) so the machine's drift falls on both.
 
-    python -m bench.hydragnn_shaped [--epochs 20] [--seeds 3] [--types GIN EGNN SchNet] [--workdir DIR]
+    python -m bench.hydragnn_shaped [--epochs 20] [--seeds 3] [--types GIN PNA SchNet EGNN PaiNN] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--types", nargs="+", default=["GIN", "EGNN", "SchNet"])
+    parser.add_argument("--types", nargs="+", default=["GIN", "PNA", "SchNet", "EGNN", "PaiNN"])
     parser.add_argument("--graphs", type=int, default=800)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -27,11 +27,11 @@ from hydragnn_ensemble.model.geometry import EdgeGeometry, GeometryEncoder
 
 @dataclass
 class EdgeWork:
-    """Per-batch cache: the batch's edge vectors and one geometry per (radius, num_gaussians)."""
+    """Per-batch cache: the batch's edge vectors and one geometry per (radius, basis, its size)."""
 
     batch: object
     vectors: Tensor | None = None
-    geometry: dict[tuple[float, int], EdgeGeometry] = field(default_factory=dict)
+    geometry: dict[tuple[float, str, int], EdgeGeometry] = field(default_factory=dict)
     hits: int = 0  # members that reused a cached geometry (for tests and profiling)
 
     def geometry_for(self, encoder: GeometryEncoder | None) -> EdgeGeometry | None:
@@ -39,7 +39,7 @@ class EdgeWork:
         a member that takes no shared geometry (``encoder`` None)."""
         if encoder is None:
             return None
-        key = (float(encoder.cutoff), int(encoder.basis.centres.numel()))
+        key = encoder.basis_key
         cached = self.geometry.get(key)
         if cached is not None:
             self.hits += 1

@@ -164,8 +164,12 @@ def _edge_attr_is_length(sample) -> bool:
     return bool(((edge_attr[:, 0].double() - lengths.double()).abs() <= 1e-4 * (1 + lengths.double())).all())
 
 
-def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
+def hydragnn_mismatch(config: dict[str, Any], layout: "DatasetLayout | None" = None) -> str | None:
     """Why HydraGNN would build a different model from ``config`` than we trained, or ``None``.
+
+    A HydraGNN-shaped SchNet without edge features reads the edge length in its filter, as
+    HydraGNN's does with the ``edge_features: [length]`` :func:`for_hydragnn` writes, which it can
+    only where the dataset's ``edge_attr`` (``layout``) is that length.
 
     SchNet: ours filters ``hidden_dim`` wide and ignores ``num_filters``; a config setting another
     ``num_filters`` would give HydraGNN other filter widths.
@@ -190,6 +194,11 @@ def hydragnn_mismatch(config: dict[str, Any]) -> str | None:
                "it has no forces by autograd")
         return (f"potential mode with {layer}: HydraGNN's {layer} {why}; HydraGNN trains potentials "
                 "from our files with EGNN or PAINN")
+    if (layout is not None and layer.lower() == "schnet" and arch.get("hydragnn_shaped")
+            and not arch.get("edge_features") and not layout.edge_is_length):
+        return ("HydraGNN-shaped SchNet: its filter reads the edge length, as HydraGNN's SchNet does with "
+                "edge_features [length], which needs the dataset's edge_attr to be the length (this one's is "
+                "not; HydraGNN would build its own non-periodic radius graph)")
     filters = arch.get("num_filters")
     if str(arch.get("mpnn_type", "")).lower() == "schnet" and filters is not None and filters != arch.get("hidden_dim"):
         return (f"SchNet with num_filters {filters} != hidden_dim {arch.get('hidden_dim')}: our SchNet's "
@@ -280,7 +289,7 @@ def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Pat
     files: list[Path] = []
     head_sets: dict[tuple[str, ...], tuple[ExportedHeads, list[int]]] = {}
     for t in trials:
-        why = hydragnn_mismatch(t.config)
+        why = hydragnn_mismatch(t.config, layout)
         if why is not None:
             not_expressible.append((t.trial_id, why))
             continue

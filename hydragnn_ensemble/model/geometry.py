@@ -29,7 +29,8 @@ class EdgeGeometry:
     ``edge_attr`` [E, D] is the builder's edge features when the spec asks for them (``edge_dim > 0``).
     ``radial``: the same basis and cutoff on a grid of distances, for filters that depend on the
     distance alone (:class:`RadialTable`), where no gradient with respect to the distances is wanted;
-    when it is there, ``rbf`` is not computed (only layers that read the table get one).
+    when it is there, ``rbf`` is not computed (only layers that read the table get one). The basis is
+    Gaussian, or (HydraGNN-shaped PaiNN) sinc: :data:`RADIAL_BASES`.
     """
 
     vector: Tensor | None = None
@@ -70,15 +71,53 @@ class GaussianBasis(nn.Module):
         self.register_buffer("centres", centres, persistent=False)
         self.coeff = -0.5 / spacing**2
 
+    @property
+    def size(self) -> int:
+        """The number of basis functions."""
+        return int(self.centres.shape[0])
+
     def forward(self, distance: Tensor) -> Tensor:
         diff = distance.unsqueeze(-1) - self.centres.to(distance.dtype)
         return torch.exp((self.coeff * diff * diff).clamp_min(MIN_EXPONENT))
+
+
+class SincBasis(nn.Module):
+    """``sin(n pi d / rc) / d`` for ``n = 1..size`` (HydraGNN's PaiNN basis), ``n pi / rc`` at ``d = 0``."""
+
+    def __init__(self, cutoff: float, size: int) -> None:
+        super().__init__()
+        if size < 1:
+            raise ValueError(f"num_radial must be >= 1, got {size}")
+        if cutoff <= 0:
+            raise ValueError(f"radius (cutoff) must be > 0, got {cutoff}")
+        self.register_buffer("orders", torch.arange(1, size + 1, dtype=torch.float32), persistent=False)
+        self.cutoff = float(cutoff)
+
+    @property
+    def size(self) -> int:
+        """The number of basis functions."""
+        return int(self.orders.shape[0])
+
+    def forward(self, distance: Tensor) -> Tensor:
+        # sin(n pi d / rc) / d = (n pi / rc) sinc(n d / rc), torch.sinc(t) = sin(pi t) / (pi t): finite at 0
+        scaled = distance.unsqueeze(-1) * (self.orders.to(distance.dtype) / self.cutoff)
+        return torch.sinc(scaled) * (self.orders.to(distance.dtype) * (math.pi / self.cutoff))
+
+
+#: the radial bases a layer family may ask for (``ConvLayer.hydragnn_radial_basis``)
+RADIAL_BASES: dict[str, type[nn.Module]] = {"gaussian": GaussianBasis, "sinc": SincBasis}
 
 
 def cosine_cutoff(distance: Tensor, cutoff: float) -> Tensor:
     """``0.5 (cos(pi d / rc) + 1)`` for ``d < rc``, else 0: smooth to first order at the cutoff."""
     value = 0.5 * (torch.cos(distance * (math.pi / cutoff)) + 1.0)
     return value * (distance < cutoff).to(distance.dtype)
+
+
+def table_points(basis: "GaussianBasis | SincBasis") -> int:
+    """Grid points of a :class:`RadialTable` for ``basis``: :data:`TABLE_POINTS_PER_SPACING` per
+    spacing of its Gaussians (a sinc basis of the same size varies no faster)."""
+    return TABLE_POINTS_PER_SPACING * max(basis.size - 1, 1) + 1
 
 
 class RadialTable:
@@ -90,9 +129,10 @@ class RadialTable:
     entries per edge); the lookup's gradient flows to the table (not to the distances: a model whose
     forces come from autograd uses the per-edge basis)."""
 
-    def __init__(self, distance: Tensor, cutoff: float, basis: "GaussianBasis") -> None:
-        points = TABLE_POINTS_PER_SPACING * (basis.centres.shape[0] - 1) + 1
+    def __init__(self, distance: Tensor, cutoff: float, basis: "GaussianBasis | SincBasis") -> None:
+        points = table_points(basis)
         grid = torch.linspace(0.0, cutoff, points, dtype=distance.dtype, device=distance.device)
+        self.distance = grid
         self.rbf = basis(grid)
         self.cutoff = cosine_cutoff(grid, cutoff)
         position = distance.detach() * ((points - 1) / cutoff)
@@ -121,11 +161,20 @@ class RadialTable:
 class GeometryEncoder(nn.Module):
     """Turns edge vectors into :class:`EdgeGeometry` (distances, unit vectors, radial basis, cutoff)."""
 
-    def __init__(self, cutoff: float, num_gaussians: int, radial_table: bool = False) -> None:
+    def __init__(self, cutoff: float, num_gaussians: int, radial_table: bool = False,
+                 basis: str = "gaussian") -> None:
         super().__init__()
+        if basis not in RADIAL_BASES:
+            raise ValueError(f"unknown radial basis {basis!r}; valid names: {', '.join(RADIAL_BASES)}")
         self.cutoff = float(cutoff)
-        self.basis = GaussianBasis(cutoff, num_gaussians)
+        self.basis_name = basis
+        self.basis = RADIAL_BASES[basis](cutoff, num_gaussians)
         self.radial_table = radial_table  # whether a layer reads EdgeGeometry.radial
+
+    @property
+    def basis_key(self) -> tuple[float, str, int]:
+        """What the geometry depends on besides the batch: radius, basis and its size."""
+        return (self.cutoff, self.basis_name, self.basis.size)
 
     def forward(self, vector: Tensor, edge_attr: Tensor | None = None) -> EdgeGeometry:
         sq = (vector * vector).sum(dim=-1)
@@ -160,5 +209,5 @@ class GeometryEncoder(nn.Module):
         that read it (``radial_table``)."""
         if not self.radial_table:
             return False
-        points = TABLE_POINTS_PER_SPACING * (self.basis.centres.shape[0] - 1) + 1
+        points = table_points(self.basis)
         return distance.dtype == torch.float32 and not distance.requires_grad and distance.shape[0] > 2 * points

@@ -5,10 +5,11 @@ graph heads ``[B, dim]``, node heads ``[N, dim]``; with ``spec.predict_variance`
 ``"<head>__var"`` entry per head (same shape, positive). Between layers the model applies
 ``h <- h + act(LayerNorm(layer(h)))`` (LayerNorm, not BatchNorm: per-node statistics make outputs
 independent of how graphs are batched and need no synchronisation under DDP). Layers marked
-``self_contained`` (PaiNN) do their own residual update. With ``spec.hydragnn_shaped`` (GIN, EGNN,
-SchNet) the model is built as HydraGNN builds it: no embedding, the first layer reads the raw node
-features ``x``, the layer's internals are HydraGNN's (SchNet: its CFConv), and
-``h <- act(BatchNorm(layer(h)))`` without a residual (EGNN and SchNet: no BatchNorm, as in
+``self_contained`` (PaiNN) do their own residual update. With ``spec.hydragnn_shaped`` (GIN, PNA,
+SchNet, EGNN, PaiNN) the model is built as HydraGNN builds it: no embedding, the first layer reads
+the raw node features ``x``, the layer's internals are HydraGNN's (SchNet: its CFConv; PNA: PyG's
+PNAConv; PaiNN: blocks at the width read, then maps to the hidden width, a sinc basis), and
+``h <- act(BatchNorm(layer(h)))`` without a residual (EGNN, SchNet and PaiNN: no BatchNorm, as in
 HydraGNN's stacks), so the parameter count is HydraGNN's for the same configuration (with
 BatchNorm the outputs depend on the batch in training mode).
 
@@ -113,7 +114,8 @@ class HydraModel(nn.Module):
         self.needs_geometry = cls.needs_geometry or self.potential_mode
         # a HydraGNN-shaped layer with edge features filters on more than the distance: no table
         tabulate = cls.filters_on_distance and not (spec.hydragnn_shaped and spec.edge_dim > 0)
-        self.geometry = (GeometryEncoder(spec.radius, spec.num_gaussians, radial_table=tabulate)
+        basis = cls.hydragnn_radial_basis if spec.hydragnn_shaped else "gaussian"
+        self.geometry = (GeometryEncoder(spec.radius, spec.num_gaussians, radial_table=tabulate, basis=basis)
                          if self.needs_geometry else None)
         self.layers = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -133,7 +135,7 @@ class HydraModel(nn.Module):
                 hydragnn_shaped=spec.hydragnn_shaped,
             )
             self.layers.append(cls(config))
-            own = cls.self_contained
+            own = cls.self_contained and not spec.hydragnn_shaped
             self.norms.append(nn.Identity() if own else _norm(spec, cls))
             self.activations.append(nn.Identity() if own else make_activation(spec.activation))
         self.autograd_heads: tuple[str, ...] = tuple(
@@ -242,10 +244,12 @@ class HydraModel(nn.Module):
         for layer, norm, act in zip(self.layers, self.norms, self.activations):
             out, vec = layer(h, edges, geom, vec)
             outputs.append(out)
-            if layer.self_contained:
+            if spec.hydragnn_shaped:  # no residual: HydraGNN's conv -> BatchNorm (or none) -> activation
+                h = act(norm(out))
+            elif layer.self_contained:
                 h = out
-            else:  # HydraGNN-shaped: no residual (HydraGNN's conv -> BatchNorm -> activation)
-                h = act(norm(out)) if spec.hydragnn_shaped else h + act(norm(out))
+            else:
+                h = h + act(norm(out))
         return _Trunk(h, batch, num_graphs, strained, outputs)
 
     def _input(self, data: object) -> Tensor:

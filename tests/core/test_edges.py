@@ -4,6 +4,8 @@ restructured PaiNN and EGNN layers against the formulas they computed before (is
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -319,3 +321,21 @@ def test_bf16_autocast_through_the_radial_table(monkeypatch, mpnn_type: str) -> 
     assert lookups and set(lookups) == {torch.float32}  # under autocast, every layer
     assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None)
     torch.testing.assert_close(got.float(), want, rtol=0.1, atol=0.05)
+
+
+def test_sinc_basis_is_hydragnn_s_finite_at_zero_and_keyed_apart() -> None:
+    """HydraGNN's PaiNN basis sin(n pi d / rc) / d (n = 1..4), its limit n pi / rc at d = 0 with a
+    finite gradient there; an encoder of that basis never shares geometry with a Gaussian one."""
+    from hydragnn_ensemble.model.geometry import GeometryEncoder, SincBasis
+
+    basis = SincBasis(5.0, 4)
+    d = torch.tensor([0.0, 1.0, 2.5], dtype=torch.float64, requires_grad=True)
+    out = basis(d)
+    n = torch.arange(1, 5, dtype=torch.float64)
+    torch.testing.assert_close(out[0], n * math.pi / 5.0)
+    torch.testing.assert_close(out[1:], torch.sin(d[1:, None].detach() * n * math.pi / 5.0) / d[1:, None].detach())
+    out.sum().backward()
+    assert torch.isfinite(d.grad).all()
+    assert GeometryEncoder(5.0, 4, basis="sinc").basis_key != GeometryEncoder(5.0, 4).basis_key
+    with pytest.raises(ValueError, match="unknown radial basis 'bessel'; valid names: gaussian, sinc"):
+        GeometryEncoder(5.0, 4, basis="bessel")

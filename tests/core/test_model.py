@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
-from graph_builders.schema import HeadRegistry, HeadSpec
+from graph_builders.schema import HeadRegistry, HeadSpec, edge_vectors
 from hydragnn_ensemble.model import (
     DEFAULT_PNA_DEGREE_HISTOGRAM,
     MPNN_TYPES,
@@ -301,13 +301,85 @@ def test_hydragnn_shaped_model_drops_the_embedding_and_reads_raw_input(mpnn_type
     inside = 2 * (hidden * hidden + hidden) - 2 * hidden if mpnn_type == "SchNet" else 0  # lin_out; filter + edge
     assert full.num_parameters() - shaped.num_parameters() == embedding + first + norms + inside
     assert shaped.embedding is None and shaped.layers[0].config.width_in == 1
+    _check_shaped_model_predicts_and_learns(shaped, mpnn_type)
+
+
+def _linear(fan_in: int, fan_out: int, bias: bool = True) -> int:
+    return fan_in * fan_out + (fan_out if bias else 0)
+
+
+def _hydragnn_pna_layer(width: int, hidden: int, edge: int) -> int:
+    """PyG's PNAConv as HydraGNN builds it: edge encoder, one pre layer, one post layer, lin."""
+    pre = _linear(edge, width) + _linear(3 * width, width) if edge else _linear(2 * width, width)
+    return pre + _linear(17 * width, hidden) + _linear(hidden, hidden)
+
+
+def _hydragnn_painn_layer(width: int, hidden: int, radial: int, edge: int, last: bool) -> int:
+    """HydraGNN's PainnMessage + PainnUpdate at the width read, then its node (and vector) embed-out."""
+    message = _linear(width, width) + _linear(width, 3 * width) + _linear(radial, 3 * width)
+    edge_filter = _linear(edge, width) + _linear(width, 3 * width) if edge else 0
+    update = 2 * _linear(width, width, bias=False) + _linear(2 * width, width) + _linear(width, (2 if last else 3) * width)
+    embed_out = _linear(width, hidden) + _linear(hidden, hidden) + (0 if last else _linear(width, hidden, bias=False))
+    return message + edge_filter + update + embed_out
+
+
+@pytest.mark.parametrize("mpnn_type", ["PNA", "PaiNN"])
+@pytest.mark.parametrize("edge_dim", [0, 1])
+def test_hydragnn_shaped_pna_and_painn_have_hydragnn_s_layers(mpnn_type: str, edge_dim: int) -> None:
+    """PNA and PaiNN shaped: the trunk's parameter count is HydraGNN's layer by layer (written out
+    here from its PNAStack / PAINNStack: the first layer at the input width 1, PaiNN's last update
+    without the vector output, BatchNorm after PNA only), and the model predicts, is invariant and learns."""
+    shaped = make_model(mpnn_type, hydragnn_shaped=True, edge_dim=edge_dim)
+    hidden, radial = 16, 12
+    if mpnn_type == "PNA":
+        expected = _hydragnn_pna_layer(1, hidden, edge_dim) + _hydragnn_pna_layer(hidden, hidden, edge_dim) + 2 * 2 * hidden
+    else:
+        expected = (_hydragnn_painn_layer(1, hidden, radial, edge_dim, last=False)
+                    + _hydragnn_painn_layer(hidden, hidden, radial, edge_dim, last=True))
+    trunk = sum(p.numel() for p in [*shaped.layers.parameters(), *shaped.norms.parameters()])
+    assert trunk == expected
+    assert shaped.embedding is None and shaped.layers[0].config.width_in == 1
+    if mpnn_type == "PaiNN":
+        assert shaped.geometry.basis_key == (RADIUS, "sinc", radial)
+    _check_shaped_model_predicts_and_learns(shaped, mpnn_type, edge_dim=edge_dim)
+
+
+def test_hydragnn_shaped_schnet_without_edge_features_reads_the_length() -> None:
+    """HydraGNN's SchNet takes our periodic edges only with ``edge_features: ["length"]`` (the export
+    writes it), so a shaped SchNet without edge features is that model: the same parameters as one
+    trained on the length column, and the same predictions, per edge and through the radial table."""
+    without, with_length = (make_model("SchNet", hydragnn_shaped=True, edge_dim=d) for d in (0, 1))
+    assert without.num_parameters() == with_length.num_parameters()
+    batch = Batch.from_data_list([random_alloy(s, repeat=(2, 2, 2)) for s in range(12)])
+    batch.edge_attr = edge_vectors(batch).norm(dim=1, keepdim=True)
+    assert without.geometry.tabulates(edge_vectors(batch).norm(dim=1).float())
+    torch.testing.assert_close(without(batch)["gap"], with_length(batch)["gap"], atol=1e-4, rtol=1e-4)
+    small = random_alloy(1)
+    small.edge_attr = edge_vectors(small).norm(dim=1, keepdim=True)
+    torch.testing.assert_close(without(small)["gap"], with_length(small)["gap"])
+
+
+def test_hydragnn_shaped_painn_s_sinc_filter_through_the_radial_table() -> None:
+    """The shaped PaiNN's sinc filter looked up in the radial table (large float32 batches) gives
+    the per-edge values (within the table's interpolation)."""
+    model = make_model("PaiNN", hydragnn_shaped=True, edge_dim=0)
+    batch = Batch.from_data_list([random_alloy(s, repeat=(2, 2, 2)) for s in range(12)])
+    assert model.geometry.tabulates(edge_vectors(batch).norm(dim=1).float())
+    tabulated = model(batch)["gap"]
+    model.geometry.radial_table = False
+    torch.testing.assert_close(tabulated, model(batch)["gap"], atol=1e-5, rtol=1e-5)
+
+
+def _check_shaped_model_predicts_and_learns(shaped: HydraModel, mpnn_type: str, **kw: object) -> None:
+    """Every head predicted, invariant under rotation and translation, and 100 Adam steps on two
+    cells cut the loss tenfold (a fresh model of the same spec, trained)."""
     graph = random_alloy(3)
     out = shaped(graph)
     assert tuple(out["gap"].shape) == (1, 3) and tuple(out["charge"].shape) == (graph.num_nodes, 2)
     rot, shift = random_rotation(4), torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
     torch.testing.assert_close(shaped.double()(transformed(to_double(graph), rot, shift))["energy"],
                                shaped(to_double(graph))["energy"])
-    model = make_model(mpnn_type, hydragnn_shaped=True).float().train()
+    model = make_model(mpnn_type, hydragnn_shaped=True, **kw).float().train()
     batch = Batch.from_data_list([random_alloy(5), random_alloy(6)])
     optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
@@ -316,12 +388,12 @@ def test_hydragnn_shaped_model_drops_the_embedding_and_reads_raw_input(mpnn_type
         loss = (model(batch)["energy"] - torch.tensor([[1.0], [-1.0]])).square().mean()
         loss.backward()
         optimiser.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     assert losses[-1] < 0.1 * losses[0]
 
 
 def test_hydragnn_shaped_is_refused_where_the_layers_differ_inside() -> None:
-    with pytest.raises(ValueError, match="not built for mpnn_type 'PNA'.*available for .*GIN"):
-        make_model("PNA", hydragnn_shaped=True)
+    with pytest.raises(ValueError, match="not built for mpnn_type 'GAT'.*available for GIN, PNA, SchNet, EGNN, PaiNN"):
+        make_model("GAT", hydragnn_shaped=True)
     with pytest.raises(ValueError, match="reads the node features x, and the data has none"):
         make_model("GIN", hydragnn_shaped=True, node_feature_dim=0)

@@ -53,17 +53,28 @@ def test_direct_campaign_exports_train_in_hydragnn(hydragnn_python, direct_campa
     _assert_trains(_train_in_hydragnn(hydragnn_python, tmp_path / "out"))
 
 
-def test_potential_campaign_exports_train_in_hydragnn(hydragnn_python, alloy_store, tmp_path):
+@pytest.mark.parametrize("shaped", [False, True])
+def test_potential_campaign_exports_train_in_hydragnn(hydragnn_python, alloy_store, tmp_path, shaped):
+    """Potential mode (forces by autograd): EGNN and PaiNN exports train in HydraGNN; SchNet is
+    named as not expressible. HydraGNN-shaped, HydraGNN's rebuild has each member's parameter count."""
+    from ensemble.campaign import read_campaign
+
     mt, hd, lr = ("NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim",
                   "NeuralNetwork.Training.Optimizer.learning_rate")
     plans = [TrialPlan(i, {mt: m, hd: 16, lr: 0.002}) for i, m in enumerate(("EGNN", "PAINN", "SchNet"))]
     space = {mt: {"type": "categorical", "choices": ["EGNN", "PAINN", "SchNet"]},
              hd: {"type": "int", "low": 8, "high": 32}, lr: {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}
-    campaign = build_campaign(tmp_path / "campaign", alloy_store, small_base_config(epochs=2, potential=True),
-                              plans, space)
+    base = small_base_config(epochs=2, potential=True)
+    base["NeuralNetwork"]["Architecture"]["hydragnn_shaped"] = shaped
+    campaign = build_campaign(tmp_path / "campaign", alloy_store, base, plans, space)
     result = export_top_k(campaign.root, 3, "hydragnn", tmp_path / "out", with_dataset=True)
     assert [why.startswith("potential mode with SchNet") for _, why in result.not_expressible] == [True]
-    _assert_trains(_train_in_hydragnn(hydragnn_python, tmp_path / "out"))
+    entries = _train_in_hydragnn(hydragnn_python, tmp_path / "out")
+    _assert_trains(entries)
+    if shaped:
+        ours = {t.params[mt]: t.result.num_parameters for t in read_campaign(campaign.root).ranked()}
+        theirs = {e["rewritten"]["NeuralNetwork"]["Architecture"]["mpnn_type"]: e["num_parameters"] for e in entries}
+        assert theirs == {m: ours[m] for m in ("EGNN", "PAINN")}
 
 
 def test_the_other_direct_layer_types_export_and_train_in_hydragnn(hydragnn_python, alloy_store, tmp_path):
@@ -83,12 +94,16 @@ def test_the_other_direct_layer_types_export_and_train_in_hydragnn(hydragnn_pyth
     _assert_trains(entries)
 
 
-@pytest.mark.parametrize("types, edge_features", [(("GIN", "EGNN"), None), (("SchNet", "EGNN"), ["length"])])
+@pytest.mark.parametrize("types, edge_features", [
+    (("GIN", "EGNN"), None), (("PNA", "GIN"), None), (("SchNet", "PAINN"), None),
+    (("SchNet", "EGNN"), ["length"]), (("PNA", "PAINN"), ["length"]),
+])
 def test_hydragnn_shaped_members_have_hydragnn_s_parameter_count(hydragnn_python, alloy_store, tmp_path, types,
                                                                  edge_features):
-    """GIN, EGNN and SchNet trained with ``hydragnn_shaped`` (with and without the edge length as an
-    edge feature): HydraGNN's rebuild of each exported config has exactly the member's parameter
-    count, and trains on its default path."""
+    """Every layer type built with ``hydragnn_shaped`` (GIN, PNA, SchNet, EGNN, PaiNN; with and
+    without the edge length as an edge feature; a SchNet without it is exported with it):
+    HydraGNN's rebuild of each exported config has exactly the member's parameter count, and
+    trains on its default path."""
     from ensemble.campaign import read_campaign
 
     mt, hd, lr = ("NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim",

@@ -74,6 +74,24 @@ def test_a_subset_of_heads_keeps_only_those(direct_campaign, tmp_path):
     assert voi["graph_feature_names"] == ["formation_energy"]
 
 
+def test_a_shaped_schnet_exports_only_where_the_edge_attr_is_the_length(direct_campaign):
+    """A HydraGNN-shaped SchNet without edge features reads the length in its filter: HydraGNN's does
+    with the edge_features [length] the export writes, on a dataset whose edge_attr is the length."""
+    from dataclasses import replace
+
+    layout = DatasetLayout.read(direct_campaign.dataset)
+    config = json.loads(next(iter(direct_campaign.root.glob("trials/*/config.json"))).read_text())
+    arch = config["NeuralNetwork"]["Architecture"]
+    arch.update(mpnn_type="SchNet", hydragnn_shaped=True)
+    arch.pop("edge_features", None)
+    assert layout.edge_is_length and hydragnn_mismatch(config, layout) is None
+    assert for_hydragnn(config, layout)["NeuralNetwork"]["Architecture"]["edge_features"] == ["length"]
+    why = hydragnn_mismatch(config, replace(layout, edge_is_length=False))
+    assert why is not None and why.startswith("HydraGNN-shaped SchNet: its filter reads the edge length")
+    arch["hydragnn_shaped"] = False  # ours then ignores the length column: nothing to refuse
+    assert hydragnn_mismatch(config, replace(layout, edge_is_length=False)) is None
+
+
 def test_potential_mode_is_one_energy_head_with_total_energy_and_forces(potential_campaign, tmp_path):
     # the campaign's members are SchNets, which HydraGNN cannot train as potentials on our edges
     result = export_top_k(potential_campaign.root, 3, "hydragnn", tmp_path / "out", with_dataset=True)

@@ -112,9 +112,9 @@ def test_a_label_is_compared_in_the_heads_unit() -> None:
 
 def test_hydragnn_shaped_campaign_refuses_the_layer_types_it_is_not_built_for(dataset) -> None:
     space = SearchSpace.from_dict({"NeuralNetwork.Architecture.mpnn_type": {"type": "categorical",
-                                                                            "choices": ["SchNet", "GIN", "PNA"]}})
+                                                                            "choices": ["SchNet", "GIN", "GAT"]}})
     report = check_against_dataset(base(hydragnn_shaped=True), space, dataset)
     assert len(report.errors) == 1
-    assert report.errors[0].startswith("search_space NeuralNetwork.Architecture.mpnn_type = 'PNA': "
-                                       "NeuralNetwork.Architecture.hydragnn_shaped: not built for PNA")
-    assert report.errors[0].endswith("available for GIN, SchNet, EGNN")
+    assert report.errors[0].startswith("search_space NeuralNetwork.Architecture.mpnn_type = 'GAT': "
+                                       "NeuralNetwork.Architecture.hydragnn_shaped: not built for GAT")
+    assert report.errors[0].endswith("available for GIN, PNA, SchNet, EGNN, PaiNN")

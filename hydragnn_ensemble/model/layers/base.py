@@ -26,9 +26,11 @@ Class attributes tell the model what a family needs:
 * ``reads_raw_input``: the family can be built HydraGNN-shaped: its first layer reads
   ``LayerConfig.input_dim`` raw node features instead of ``hidden_dim``, ``LayerConfig.hydragnn_shaped``
   asks for HydraGNN's internals where they differ, and the model applies ``h <- act(norm(h_new))``,
-  no residual, after every layer;
+  no residual, after every layer (``self_contained`` families too: their own residual stays inside);
 * ``hydragnn_batch_norm``: in a HydraGNN-shaped model, ``norm`` is a BatchNorm, as HydraGNN's stack
-  of that family has it (its EGNN and SchNet stacks have none: then no normalisation).
+  of that family has it (its EGNN, SchNet and PaiNN stacks have none: then no normalisation);
+* ``hydragnn_radial_basis``: in a HydraGNN-shaped model, the radial basis in ``geom.rbf`` and
+  ``geom.radial`` (a name of :data:`~hydragnn_ensemble.model.geometry.RADIAL_BASES`; PaiNN: sinc).
 
 Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
 ``sum_at_target``, ``neighbour_sum``, ``extreme_at_target``, ``in_degree``), plain torch and
@@ -124,6 +126,7 @@ class ConvLayer(nn.Module, ABC):
     self_contained: ClassVar[bool] = False
     reads_raw_input: ClassVar[bool] = False
     hydragnn_batch_norm: ClassVar[bool] = True
+    hydragnn_radial_basis: ClassVar[str] = "gaussian"
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__()

@@ -10,6 +10,11 @@ The histogram comes from ``ModelSpec.pna_degree_histogram`` (``hist[d]`` = numbe
 in-degree ``d``; :func:`degree_histogram` computes it from training graphs). Without one the layer
 uses :data:`DEFAULT_PNA_DEGREE_HISTOGRAM`: every node at degree 40, the ~2,590 directed edges of a
 64-atom FCC alloy at a 5 Å cutoff; it is never estimated from the first batch.
+
+HydraGNN-shaped (``LayerConfig.hydragnn_shaped``): PyG's ``PNAConv`` as HydraGNN configures it (one
+tower, one pre and one post layer, input not divided): messages and aggregates at the width read
+(the first layer at the raw input width), the post layer maps ``[h, 16 aggregates]`` to the hidden
+width, and edge features pass through their own ``Linear(edge_dim, width)`` encoder first.
 """
 
 from __future__ import annotations
@@ -58,15 +63,20 @@ def degree_averages(histogram: tuple[int, ...]) -> tuple[float, float]:
 class PNALayer(ConvLayer):
     """Principal neighbourhood aggregation (mean/min/max/std x identity/amplification/attenuation/linear)."""
 
+    reads_raw_input = True
+
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
-        dim = config.hidden_dim
+        width, dim = config.width_in, config.hidden_dim
         histogram = config.pna_degree_histogram or DEFAULT_PNA_DEGREE_HISTOGRAM
         self.avg_log, self.avg_lin = degree_averages(tuple(histogram))
-        self.lin_i = nn.Linear(dim, dim)
-        self.lin_j = nn.Linear(dim, dim, bias=False)
-        self.lin_e = nn.Linear(config.edge_dim, dim, bias=False) if config.edge_dim > 0 else None
-        self.post = nn.Linear((1 + NUM_AGGREGATORS * NUM_SCALERS) * dim, dim)
+        self.lin_i = nn.Linear(width, width)
+        self.lin_j = nn.Linear(width, width, bias=False)
+        self.lin_e: nn.Module | None = None
+        if config.edge_dim > 0:
+            self.lin_e = (nn.Sequential(nn.Linear(config.edge_dim, width), nn.Linear(width, width, bias=False))
+                          if config.hydragnn_shaped else nn.Linear(config.edge_dim, width, bias=False))
+        self.post = nn.Linear((1 + NUM_AGGREGATORS * NUM_SCALERS) * width, dim)
         self.lin = nn.Linear(dim, dim)
 
     def forward(
