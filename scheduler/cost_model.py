@@ -277,6 +277,25 @@ class ErrorSummary:
     p90: float | None
 
 
+@dataclass(frozen=True)
+class GpuBusy:
+    """How busy one trial alone keeps a GPU: its step's kernel time over the step's wall time,
+    ``C / (C + step_s + layer_s * layers)``. ``C`` is the step's compute at the trainer's measured
+    CPU rate (:class:`TypeRates`, per FLOP) made ``compute_speedup`` times faster; ``step_s`` and
+    ``layer_s`` are what a step pays whatever its size (optimizer, host-side batching, kernel
+    launches per layer forward and backward), during which the GPU idles. Small GNN steps are
+    overhead-bound: that is why HydraGNN's trials kept Frontier's GPUs under 40% busy.
+
+    The defaults are not measured (no device has run this code yet): a GPU's kernels 100x one
+    CPU thread, 4 ms of fixed work per step and 1 ms per layer (tens of kernel launches of ~10 us
+    each, forward and backward). ``bench/gpu_colocation.py`` measures the busy share on a device."""
+
+    compute_speedup: float = 100.0
+    step_s: float = 0.004
+    layer_s: float = 0.001
+    source: str = "assumed (not measured on a device)"
+
+
 @dataclass
 class CostModel:
     """Predicts a trial's wall time and memory; learns from every epoch of every attempt."""
@@ -287,6 +306,7 @@ class CostModel:
     anchors: CostAnchors = field(default_factory=load_anchors)  # the trainer's measured rates
     ridge: float = 1.0
     startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
+    gpu_busy: GpuBusy = field(default_factory=GpuBusy)  # a trial's busy share of a GPU alone
     _all: "_Ridge" = field(init=False, repr=False)  # every attempt's row
     _one_slot: "_Ridge" = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
     _startups: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
@@ -325,6 +345,14 @@ class CostModel:
     def analytic_work(self, f: TrialFeatures) -> float:
         """Slot-seconds of the whole trial's epochs on one slot, before the learnt correction."""
         return f.num_epoch * self.analytic_epoch(f) * self.anchors.epoch_over_train
+
+    def utilisation_alone(self, f: TrialFeatures) -> float:
+        """The busy share in (0, 1) of one GPU that the trial alone keeps (:class:`GpuBusy`)."""
+        rate, busy = self.anchors.rates[f.mpnn_type], self.gpu_busy
+        flops = self.graph_flops(f.mpnn_type, f.hidden_dim, f.num_conv_layers, f.heads, self.stats.mean_nodes,
+                                 self.stats.mean_edges)
+        compute = rate.seconds_per_flop * flops * f.batch_size / busy.compute_speedup
+        return compute / (compute + busy.step_s + busy.layer_s * f.num_conv_layers)
 
     def num_parameters(self, f: TrialFeatures) -> float:
         dense, message, edge_dense = MPNN_COSTS[f.mpnn_type]

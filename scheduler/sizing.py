@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from scheduler.cost_model import CostModel, CostModelError, DatasetStats, EpochTimes, TrialFeatures
 from scheduler.placement.base import TrialRequest
+from scheduler.sharing import ShareDemand
 
 DEFAULT_STATS = DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0)  # unreadable dataset
 
@@ -48,6 +49,15 @@ class SizedTrial:
     #                            time is re-estimated from its epochs (scheduler.loop)
     startup_s: float | None = None  # predicted start-up (None: the sizer has no such term)
     epoch_seconds: tuple[tuple[int, float], ...] = ()  # predicted seconds per epoch: (slots, seconds)
+    memory_gb: float | None = None  # predicted peak memory per slot at its size (None: not predicted)
+    utilisation: float | None = None  # predicted busy share of one GPU alone (None: not predicted)
+
+    def demand(self) -> ShareDemand | None:
+        """What it asks of a GPU it might share (:mod:`scheduler.sharing`); None when its memory is
+        not predicted or it needs more than one slot."""
+        if self.memory_gb is None or self.slots != 1:
+            return None
+        return ShareDemand(self.memory_gb, self.utilisation)
 
     def epoch_s_at(self, slots: int) -> float | None:
         """Predicted seconds of one epoch on ``slots`` slots (None: not predicted)."""
@@ -81,10 +91,17 @@ def default_sizes(slots_per_node: int, max_nodes: int) -> list[int]:
 
 
 class Sizer:
-    """Chooses a trial's slot count from the cost model's predictions."""
+    """Chooses a trial's slot count from the cost model's predictions.
+
+    ``pack_below``: with GPU sharing (:mod:`scheduler.sharing`), a trial predicted to use less than
+    this share of one GPU alone is sized at one slot when its memory fits there and it is predicted
+    to end within ``pack_within_s`` there (the trial time limit: beyond it the trainer would stop
+    it with fewer epochs), and gets no wider alternatives: spread over several GPUs it would leave
+    each of them idler still, packed with others on one it shares the idle part."""
 
     def __init__(self, cost_model: CostModel, sizes: Sequence[int], target_seconds: float,
-                 memory_per_slot_gb: float = 64.0) -> None:
+                 memory_per_slot_gb: float = 64.0, pack_below: float | None = None,
+                 pack_within_s: float = math.inf) -> None:
         if not sizes or any(s < 1 for s in sizes):
             raise ValueError(f"allowed sizes must be positive, got {list(sizes)}")
         if target_seconds <= 0:
@@ -93,20 +110,29 @@ class Sizer:
         self.sizes = sorted(set(sizes))
         self.target_seconds = target_seconds
         self.memory_per_slot_gb = memory_per_slot_gb
+        self.pack_below = pack_below
+        self.pack_within_s = pack_within_s
 
     def choose(self, features: TrialFeatures) -> SizeChoice:
-        """Memory first, then the predicted duration closest to the target."""
+        """Memory first, then the predicted duration closest to the target (a small trial under
+        ``pack_below``: one slot)."""
         options = []
         for s in self.sizes:
             mem = self.cost_model.memory_per_slot_gb(features, s)
             seconds = self.cost_model.predict_seconds(features, s)
             options.append((s, seconds, mem, mem <= self.memory_per_slot_gb))
         fitting = [o for o in options if o[3]]
-        if fitting:
+        packed = (self.pack_below is not None and fitting and fitting[0][0] == self.sizes[0] == 1
+                  and fitting[0][1] <= self.pack_within_s
+                  and self.cost_model.utilisation_alone(features) < self.pack_below)
+        if packed:
+            s, seconds, mem, ok = fitting[0]
+        elif fitting:
             s, seconds, mem, ok = min(fitting, key=lambda o: (abs(math.log(o[1] / self.target_seconds)), o[0]))
         else:
             s, seconds, mem, ok = options[-1]
-        wider = tuple((o[0], o[1]) for o in fitting if o[0] > s and o[1] < seconds)  # only sizes that are faster
+        # only sizes that are faster; none for a packed trial
+        wider = () if packed else tuple((o[0], o[1]) for o in fitting if o[0] > s and o[1] < seconds)
         return SizeChoice(s, seconds, s * seconds, mem, ok, wider)
 
     def larger_than(self, slots: int) -> int | None:
@@ -171,7 +197,8 @@ class CostModelSizer:
         sizes = (choice.slots, *(n for n, _ in choice.alternatives))
         return SizedTrial(choice.slots, choice.predicted_seconds * f, tuple((n, sec * f) for n, sec in choice.alternatives),
                           epochs=features.num_epoch, startup_s=model.startup_s,
-                          epoch_seconds=tuple((n, model.epoch_seconds(features, n)) for n in sizes))
+                          epoch_seconds=tuple((n, model.epoch_seconds(features, n)) for n in sizes),
+                          memory_gb=choice.memory_per_slot_gb, utilisation=model.utilisation_alone(features))
 
     def size(self, params: Mapping[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""

@@ -5,14 +5,26 @@ A trial attempt is *waiting* (submitted to the placement policy), *running* (hol
 the same slot, started by that slot's agent the moment the first one exits: prefetch). The book
 keeps the pool and the policy in step with those three maps; it decides nothing about candidates,
 retries or budgets (:class:`scheduler.loop.CampaignLoop` does) and does no I/O.
+
+Shared GPUs (``sharing``, :mod:`scheduler.sharing`): a single-slot trial that placement starts on a
+free slot, and that may share, makes that slot a shared GPU: the pool holds it under
+:func:`~scheduler.sharing.share_key` and placement plans with it as one running holder ending with
+its last resident (:meth:`PlacementPolicy.adopt`). After placement's turn, waiting trials that it
+did not start join shared GPUs with room (the emptiest first: fewer residents run faster); they
+never pass through placement. The GPU goes back to the pool when its last resident ends. Trials on
+shared GPUs are never sent ahead behind nor grown.
 """
 
 from __future__ import annotations
 
 from scheduler.loop.trials import QueuedTrial, RunningTrial, TrialSpec
-from scheduler.placement.base import PlacementPolicy, growth_key
+from scheduler.placement.base import PlacementPolicy, RunningEstimate, growth_key
 from scheduler.resources import ResourcePool
+from scheduler.sharing import GpuSharing, ShareDemand, SharedGpu, share_key
 from scheduler.sizing import TrialSizer, trial_request
+
+#: shared GPUs looked at per waiting trial and resident count before the next count is tried
+JOIN_PROBES = 8
 
 
 class TrialBook:
@@ -22,11 +34,15 @@ class TrialBook:
     next trial sent ahead (0 turns prefetch off)."""
 
     def __init__(self, pool: ResourcePool, policy: PlacementPolicy, sizer: TrialSizer,
-                 prefetch_below_s: float) -> None:
+                 prefetch_below_s: float, sharing: GpuSharing | None = None) -> None:
         self.pool = pool
         self.policy = policy
         self.sizer = sizer
         self.prefetch_below_s = prefetch_below_s
+        self.sharing = sharing or GpuSharing()
+        self.shared: dict[int, SharedGpu] = {}  # slot -> the GPU's residents
+        self._shared_of: dict[int, int] = {}  # running trial on a shared GPU -> its slot
+        self._by_count: list[dict[int, None]] = [{} for _ in range(self.sharing.per_gpu + 1)]  # residents -> slots
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
         self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
@@ -87,16 +103,99 @@ class TrialBook:
         return self._run(next_spec, growth.slots, now)
 
     def schedule(self, now: float) -> list[RunningTrial]:
-        """Start what placement decides now (a moldable trial may start wider than it was sized)."""
-        if not self.waiting or self.pool.free_slots == 0:
-            return []
+        """Start what placement decides now (a moldable trial may start wider than it was sized),
+        then waiting trials on shared GPUs with room."""
         started = []
-        for d in self.policy.schedule(self.pool, now):
-            spec = self.waiting.pop(d.trial_id)
-            spec.size = len(d.slots)
-            self.pool.allocate(d.trial_id, d.slots)
-            started.append(self._run(spec, tuple(d.slots), now))
+        if self.waiting and self.pool.free_slots:
+            for d in self.policy.schedule(self.pool, now):
+                spec = self.waiting.pop(d.trial_id)
+                spec.size = len(d.slots)
+                demand = spec.sized.demand() if spec.sized is not None and len(d.slots) == 1 else None
+                if self.sharing.admits(demand, ()):
+                    rt = self._run(spec, tuple(d.slots), now)
+                    self._open_shared(rt, demand, now)  # type: ignore[arg-type]
+                else:
+                    self.pool.allocate(d.trial_id, d.slots)
+                    rt = self._run(spec, tuple(d.slots), now)
+                started.append(rt)
+        if self.shared and self.waiting:
+            started += self._join_shared(now)
         return started
+
+    def _open_shared(self, rt: RunningTrial, demand: ShareDemand, now: float) -> None:
+        """``rt``'s slot becomes a shared GPU with ``rt`` its first resident."""
+        slot = rt.slots[0]
+        self.pool.allocate(share_key(slot), rt.slots)
+        self.policy.finished(rt.spec.trial_id, now)
+        self.policy.adopt(share_key(slot), rt.slots, rt.predicted_end(), now)
+        self._needs_successor.pop(rt.spec.trial_id, None)
+        self.shared[slot] = SharedGpu(slot, {rt.spec.trial_id: demand})
+        rt.on_shared_gpu = True
+        self._shared_of[rt.spec.trial_id] = slot
+        self._by_count[1][slot] = None
+
+    def _join_shared(self, now: float) -> list[RunningTrial]:
+        """Waiting single-slot trials onto shared GPUs with room, each on the GPU with the fewest
+        residents that admits it (at most :data:`JOIN_PROBES` GPUs tried per resident count)."""
+        started = []
+        for trial_id in list(self.waiting):
+            spec = self.waiting[trial_id]
+            demand = spec.sized.demand() if spec.sized is not None else None
+            if demand is None or not self.sharing.admits(demand, ()):
+                continue
+            gpu = self._gpu_for(demand)
+            if gpu is None:
+                continue
+            del self.waiting[trial_id]
+            self.policy.cancel(trial_id)
+            spec.size = 1
+            rt = self._run(spec, (gpu.slot,), now)
+            rt.on_shared_gpu = True
+            self._move_count(gpu, +1)
+            gpu.residents[trial_id] = demand
+            self._shared_of[trial_id] = gpu.slot
+            self._tell_end(gpu, now)
+            started.append(rt)
+        return started
+
+    def _gpu_for(self, demand: ShareDemand) -> SharedGpu | None:
+        for count in range(1, self.sharing.per_gpu):
+            for probe, slot in enumerate(self._by_count[count]):
+                if probe == JOIN_PROBES:
+                    break
+                gpu = self.shared[slot]
+                if self.sharing.admits(demand, tuple(gpu.residents.values())):
+                    return gpu
+        return None
+
+    def _move_count(self, gpu: SharedGpu, step: int) -> None:
+        del self._by_count[len(gpu.residents)][gpu.slot]
+        if 0 < len(gpu.residents) + step:
+            self._by_count[len(gpu.residents) + step][gpu.slot] = None
+
+    def _tell_end(self, gpu: SharedGpu, now: float) -> None:
+        """Placement plans with the GPU free when its last resident is predicted to end."""
+        end = max(self.running[t].predicted_end() for t in gpu.residents)
+        self.policy.revise(RunningEstimate(share_key(gpu.slot), 1, max(end, now), max(end, now)), now)
+
+    def revised(self, estimate: RunningEstimate, now: float) -> None:
+        """A running trial's new estimate to placement; for a trial on a shared GPU, the GPU's end."""
+        slot = self._shared_of.get(estimate.trial_id)
+        if slot is None:
+            self.policy.revise(estimate, now)
+        else:
+            self._tell_end(self.shared[slot], now)
+
+    def _leave_shared(self, trial_id: int, now: float) -> None:
+        gpu = self.shared[self._shared_of.pop(trial_id)]
+        self._move_count(gpu, -1)
+        del gpu.residents[trial_id]
+        if gpu.residents:
+            self._tell_end(gpu, now)
+            return
+        del self.shared[gpu.slot]
+        self.pool.release(share_key(gpu.slot))
+        self.policy.finished(share_key(gpu.slot), now)
 
     def send_ahead(self, now: float) -> list[tuple[QueuedTrial, RunningTrial]]:
         """Queue the next waiting first attempt behind each short single-slot trial that has no
@@ -125,6 +224,9 @@ class TrialBook:
         """A running trial attempt ended: its slots (and those held for its move) go back to the pool."""
         rt = self.running.pop(trial_id)
         self._needs_successor.pop(trial_id, None)
+        if trial_id in self._shared_of:
+            self._leave_shared(trial_id, now)
+            return rt
         if rt.moving_to is not None and self.pool.held_by(growth_key(trial_id)):
             self.pool.release(growth_key(trial_id))
             self.policy.finished(growth_key(trial_id), now)
@@ -185,7 +287,7 @@ class TrialBook:
     def _run(self, spec: TrialSpec, slots: tuple[int, ...], start_time: float) -> RunningTrial:
         rt = RunningTrial(spec, slots, start_time)
         self.running[spec.trial_id] = rt
-        if (len(slots) == 1 and not self._closed and spec.sized is not None
+        if (len(slots) == 1 and not self._closed and spec.sized is not None and slots[0] not in self.shared
                 and spec.sized.seconds_at(1) <= self.prefetch_below_s):
             self._needs_successor[spec.trial_id] = slots[0]
         return rt

@@ -45,6 +45,7 @@ from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
 from scheduler.resources import DrainReport, NodeHealth, ResourcePool
+from scheduler.sharing import GpuSharing
 from scheduler.sizing import SizedTrial, TrialSizer
 
 
@@ -79,6 +80,9 @@ class LoopRules:
     # once max_trials are out, idle slots run extra trials (each predicted to reach its first
     # decision before the last regular trial ends); when no regular trial is left they are stopped
     fill_tail: bool = False
+    # several small trials per GPU (scheduler.sharing): a simulator study so far (the MPI runtime's
+    # agents run one trial per slot, so campaigns leave it off)
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
 
     @property
     def objective(self) -> ObjectiveKey:
@@ -175,7 +179,7 @@ class CampaignLoop:
                  stopper: Stopper | None = None,
                  progress_history: Iterable[tuple[int, int, float | None, float | None]] = ()) -> None:
         self.rules = rules
-        self.book = TrialBook(pool, policy, sizer, rules.prefetch_below_s)
+        self.book = TrialBook(pool, policy, sizer, rules.prefetch_below_s, rules.gpu_sharing)
         self.sizer = sizer
         self.actions = actions
         self.outcomes = outcomes if outcomes is not None else Outcomes()
@@ -337,7 +341,7 @@ class CampaignLoop:
                 rt.stopping = (f"early stopping ({self.stopper.name}) after epoch {epoch}: "
                                f"{self.rules.objective.text} {shown}")
                 self.actions.stop_trial(rt, rt.stopping)
-                self.book.policy.revise(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
+                self.book.revised(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
             elif epoch in self.stopper.decision_epochs(epoch + 1):
                 self.actions.go_on(rt, epoch)
 
@@ -405,7 +409,7 @@ class CampaignLoop:
                 wider = tuple((n, min(now + restart + planned * seconds, limit_at)) for n, seconds in options)
             elif after >= 1:
                 wider = tuple((n, min(boundary + restart + after * seconds, limit_at)) for n, seconds in options)
-        self.book.policy.revise(RunningEstimate(spec.trial_id, len(rt.slots), rt.revised_end, boundary, wider), now)
+        self.book.revised(RunningEstimate(spec.trial_id, len(rt.slots), rt.revised_end, boundary, wider), now)
 
     def _planned_epochs(self, epochs: int, finished: float) -> float:
         """Epochs a running trial is expected to train under the stopper: its expected share of

@@ -70,6 +70,7 @@ class RunningTrial:
     last_epoch_s: float | None = None  # seconds of the last epoch it reported
     paced_epoch_s: float | None = None  # seconds an epoch takes, from its pace before its first epoch
     moving_to: Growth | None = None  # the slots it moves onto (a growth), at its epoch boundary or now
+    on_shared_gpu: bool = False  # its slot is a GPU shared with other trials (scheduler.sharing)
 
     def predicted_end(self) -> float:
         """When it is expected to end: re-estimated from its epochs once it reported one, else the

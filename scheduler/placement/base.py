@@ -9,6 +9,7 @@ simulator with a virtual clock) does::
     for d in decisions: pool.allocate(d.trial_id, d.slots); start(d)
     ...
     policy.revise(estimate, now)              # a running trial re-estimated after an epoch
+    policy.adopt(owner, slots, end, now)      # slots the caller holds itself (a shared GPU)
     for g in policy.grow(pool, now): move(g)  # nothing pending: running trials onto more slots
     pool.release(trial_id); policy.finished(trial_id, now)
 
@@ -130,6 +131,11 @@ class PlacementPolicy(ABC):
 
     def finished(self, trial_id: int, now: float) -> None:  # noqa: B027 - optional hook
         """Called after a running trial's slots were released; policies with reservations update here."""
+
+    def adopt(self, owner: int, slots: tuple[int, ...], end: float, now: float) -> None:  # noqa: B027
+        """The caller holds ``slots`` under ``owner`` (a shared GPU, :mod:`scheduler.sharing`), a
+        holder placement did not start, predicted to end at ``end`` (:meth:`revise` moves the end,
+        :meth:`finished` releases it); policies that plan with running ends count it like a trial."""
 
     def revise(self, estimate: RunningEstimate, now: float) -> None:  # noqa: B027 - optional hook
         """A running trial's end was re-estimated (from the epochs it reported): policies that plan

@@ -393,6 +393,10 @@ class LoadAwarePolicy(PlacementPolicy):
         req = self._queued.pop(trial_id)
         self._running(trial_id, slots, now + req.predicted_seconds)
 
+    def adopt(self, owner: int, slots: tuple[int, ...], end: float, now: float) -> None:
+        self._running(owner, slots, end)
+        self._version += 1
+
     def ideal_finish(self, pool: ResourcePool, now: float) -> float:
         """When the machine would finish the pending and running work if perfectly packed."""
         running = max(0.0, self._run_sum_end - now * self._run_slots)

@@ -20,7 +20,9 @@ from scheduler.cost_model import CostModel, EpochTimes
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import DrainReport, ResourcePool
+from scheduler.sharing import ColocationCurve
 from scheduler.simulator.results import SimAttempt
+from scheduler.simulator.shared_clock import SharedClock
 from scheduler.simulator.workload import SimTrial
 from scheduler.sizing import SizedTrial, wider_epochs
 
@@ -133,7 +135,8 @@ class WorkloadSizer:
         if self.work_fraction is not None and t.curve is not None:
             scale *= self.work_fraction(budget)
         return SizedTrial(t.slots, t.predicted_seconds * scale, tuple((n, sec * scale) for n, sec in t.alternatives),
-                          epochs=budget)
+                          epochs=budget, memory_gb=t.memory_per_slot_gb,
+                          utilisation=None if t.features is None else self.model.utilisation_alone(t.features))
 
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
         t = self.by_id[params[WORKLOAD_KEY]]
@@ -192,7 +195,8 @@ class SimulatedCluster(LoopActions):
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
                  rng: np.random.Generator, on_finished: Callable[[TrialSpec, TrialResult, Any], None],
                  report_epochs: bool = True,
-                 decision_epochs: Callable[[int], tuple[int, ...]] = lambda max_epochs: ()) -> None:
+                 decision_epochs: Callable[[int], tuple[int, ...]] = lambda max_epochs: (),
+                 colocation: ColocationCurve | None = None) -> None:
         self.by_id = by_id
         self.events = events
         self.slots_per_node = slots_per_node
@@ -203,6 +207,9 @@ class SimulatedCluster(LoopActions):
         self.on_finished = on_finished
         self.report_epochs = report_epochs  # push an event per epoch (the stopper and the re-estimation listen)
         self.decision_epochs = decision_epochs  # a trial's budget -> the epochs where its trainer waits for the verdict
+        # trials on shared GPUs progress at the co-location curve's rate for their GPU's residents
+        self.shared_clock = None if colocation is None else SharedClock(colocation, self._push_shared_end)
+        self.shared_attempts = 0  # attempts started on a shared GPU
         self.now = 0.0
         self.epoch_s: dict[int, float] = {}  # seconds per epoch of each trial's current attempt
         self.last_epoch: dict[int, int] = {}  # the epoch its current attempt ends after, if not stopped
@@ -217,6 +224,9 @@ class SimulatedCluster(LoopActions):
     def suggested(self, spec: TrialSpec) -> None:
         self.submitted_at[spec.trial_id] = self.now
 
+    def _push_shared_end(self, when: float, trial_id: int, version: int) -> None:
+        self.events.push(when, "shared_end", (trial_id, self.started[trial_id] - 1, version))
+
     def start(self, rt: RunningTrial) -> None:
         t = self.by_id[rt.spec.trial_id]
         # a fixed block holds more slots than the trial uses; otherwise the width is its size
@@ -230,6 +240,9 @@ class SimulatedCluster(LoopActions):
         self.cut_after.pop(t.trial_id, None)
         self.move_after.pop(t.trial_id, None)
         self.epoch_s[t.trial_id] = epoch_s = t.true_epoch_s(width)
+        if rt.on_shared_gpu:
+            self._start_shared(rt, duration)
+            return
         if self.report_epochs and PACE_AFTER_S < 0.5 * epoch_s * TRAIN_SHARE:
             at = begin + t.startup_s + PACE_AFTER_S  # a long first epoch tells its pace early
             if at < begin + duration:
@@ -246,6 +259,17 @@ class SimulatedCluster(LoopActions):
             self.events.push(begin + self.rng.random() * duration, "fail", (*key, TRIAL_FAILURE_REASON))
         else:
             self.events.push(begin + duration, "end", (*key, None))
+
+    def _start_shared(self, rt: RunningTrial, duration: float) -> None:
+        """A trial on a shared GPU: its end from the shared clock, or a failure (no epoch events)."""
+        assert self.shared_clock is not None, "a trial on a shared GPU needs the co-location curve"
+        self.shared_attempts += 1
+        key, begin = (rt.spec.trial_id, rt.spec.attempt), rt.start_time
+        if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
+            self.events.push(begin + 0.05 * duration, "fail", (*key, NODE_FAILURE_REASON))
+        elif self.failure_rate and self.rng.random() < self.failure_rate:
+            self.events.push(begin + self.rng.random() * duration, "fail", (*key, TRIAL_FAILURE_REASON))
+        self.shared_clock.join(rt.spec.trial_id, rt.slots[0], duration, begin)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         pass  # the slot's virtual agent starts it when ``before`` ends (promoted)
@@ -304,6 +328,8 @@ class SimulatedCluster(LoopActions):
 
     def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
         tid = rt.spec.trial_id
+        if rt.on_shared_gpu and self.shared_clock is not None:
+            self.shared_clock.leave(tid, self.now)
         ok = result.status != TrialStatus.FAILED  # a stopped trial did what was asked of it
         curve = self.by_id[tid].curve
         self.records.append(SimAttempt(

@@ -18,6 +18,7 @@ from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError, TrialSp
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
 from scheduler.resources import ResourcePool
+from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
 from scheduler.simulator.results import SimResult, summarise
@@ -62,6 +63,13 @@ class SimConfig:
     max_time_s: float | None = None  # as the campaign option: no new starts after it, running trials finish
     fill_tail: bool = False  # as the campaign option: extra trials on the slots the campaign's tail leaves idle
     max_trials: int | None = None  # the campaign's (None: every trial of the workload); fewer leaves extra ones for the tail
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)  # several small trials per GPU
+    colocation: ColocationCurve | None = None  # measured aggregate throughput of k trials on one GPU
+
+    def __post_init__(self) -> None:
+        if self.gpu_sharing.enabled and self.colocation is None:
+            raise ValueError("gpu_sharing needs a co-location curve: what k trials on one GPU cost is measured, "
+                             "not assumed")
 
 
 @dataclass
@@ -113,7 +121,8 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
     cluster = SimulatedCluster(by_id, events, config.gpus_per_node, timed.name == "fixed-block", bad,
                                config.failure_rate, rng, on_finished=finished,
                                report_epochs=config.reveal_epochs,
-                               decision_epochs=stopper.decision_epochs if stopper and config.verdict_wait else lambda n: ())
+                               decision_epochs=stopper.decision_epochs if stopper and config.verdict_wait else lambda n: (),
+                               colocation=config.colocation if config.gpu_sharing.enabled else None)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
                           work_fraction=None if stopper is None else stopper.expected_fraction,
                           learn_after=config.learn_after)
@@ -124,7 +133,7 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
                        config.max_time_s)
     bar.close()
     return summarise(list(by_id.values()), cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, loop.health,
-                     model, max_pending, time.perf_counter() - t_wall, loop.repriced)
+                     model, max_pending, time.perf_counter() - t_wall, loop.repriced, cluster.shared_attempts)
 
 
 def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: SimulatedCluster,
@@ -185,7 +194,8 @@ def _rules(config: SimConfig, num_trials: int, time_limit_s: float) -> LoopRules
                      prefetch_below_s=config.prefetch_below_s, retries=config.retries,
                      retry_oom_on_more_slots=False, failure_threshold=config.failure_threshold,
                      min_trials_for_threshold=config.min_trials_for_threshold, max_pending=config.max_pending,
-                     trial_time_limit_s=time_limit_s, malleable=config.malleable, fill_tail=config.fill_tail)
+                     trial_time_limit_s=time_limit_s, malleable=config.malleable, fill_tail=config.fill_tail,
+                     gpu_sharing=config.gpu_sharing)
 
 
 def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedCluster,
@@ -219,5 +229,8 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=detail), now)
         elif cluster.move_after.get(trial_id) == detail:
             loop.trial_moved(trial_id, attempt, detail, now)
+    elif kind == "shared_end":  # detail: the shared clock's version of the prediction
+        if cluster.shared_clock is not None and cluster.shared_clock.is_current(trial_id, detail):
+            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time), now)
     else:  # "end" or "fail" (detail: the failure reason)
         loop.trial_ended(trial_id, cluster.result_of(trial_id, detail, rt.start_time), now)

@@ -21,7 +21,11 @@ sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
 - ``early_stopping`` (the stopper, or ``none``), ``stopped_trials``; for trials with learning curves
   ``best_objective`` (the best value any trial reached) and ``time_to_best_s`` (when it was found);
   ``utilisation_until_last_start``: held slot-time / (slots x the last start): the utilisation while
-  trials were still waiting, without the tail of the last (with discarding: the promoted) trials.
+  trials were still waiting, without the tail of the last (with discarding: the promoted) trials;
+- ``gpu_sharing`` {mode, and when on: per_gpu, device_memory_gb, utilisation_budget, curve,
+  curve_source, shared_attempts}: several trials per GPU
+  (:mod:`scheduler.sharing`). With it, each resident of a shared GPU counts its slot-time in full in
+  the utilisations (which may then exceed 1) and the lower bound ignores sharing: compare makespans.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ SIM_JSON_KEYS = (
     "decision_latency_ms", "decision_cpu_ms", "wait_s", "failed_slot_s", "failed_attempts", "drained_nodes",
     "cost_model_error", "sub_node_fraction", "max_pending", "repriced_trials", "sim_wall_s",
     "early_stopping", "stopped_trials", "best_objective", "time_to_best_s", "utilisation_until_last_start",
+    "gpu_sharing",
 )
 
 
@@ -108,8 +113,20 @@ def _discarding(records: list[SimAttempt], config) -> dict[str, Any]:
             "utilisation_until_last_start": busy / (slots * last_start) if last_start > 0 and slots else None}
 
 
+def _sharing(config, shared_attempts: int) -> dict[str, Any]:
+    """Co-location: the rule, the curve it was charged by, and how many attempts shared a GPU."""
+    sharing, curve = getattr(config, "gpu_sharing", None), getattr(config, "colocation", None)
+    if sharing is None or not sharing.enabled:
+        return {"mode": "off", "shared_attempts": 0}
+    return {"mode": sharing.mode.value, "per_gpu": sharing.per_gpu, "device_memory_gb": sharing.device_memory_gb,
+            "utilisation_budget": sharing.utilisation_budget,
+            "curve": {str(k): v for k, v in sorted(curve.aggregate.items())}, "curve_source": curve.source,
+            "shared_attempts": shared_attempts}
+
+
 def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
-              pool, health, model, max_pending: int, wall_s: float, repriced: int = 0) -> SimResult:
+              pool, health, model, max_pending: int, wall_s: float, repriced: int = 0,
+              shared_attempts: int = 0) -> SimResult:
     """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
     slots = pool.total_slots
     done = [r for r in records if r.ok]
@@ -162,6 +179,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
         "max_pending": max_pending, "repriced_trials": repriced, "sim_wall_s": wall_s,
         **_discarding(records, config),
+        "gpu_sharing": _sharing(config, shared_attempts),
     }
     assert tuple(summary) == SIM_JSON_KEYS
     return SimResult(summary, records, slots, pool.slots_per_node)

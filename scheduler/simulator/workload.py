@@ -109,6 +109,19 @@ def sample_features(rng: np.random.Generator) -> TrialFeatures:
         num_epoch=int(rng.integers(5, 31)), heads=int(rng.integers(1, 4)))
 
 
+def sample_demo_features(rng: np.random.Generator) -> TrialFeatures:
+    """A configuration from the demo's search space (``examples/alloy/campaign.yaml``: GIN, CGCNN or
+    SchNet, hidden 16-64 in steps of 16, 1-3 layers, batch 16/32/64; 30 epochs, 3 heads): small
+    models, each a fraction of a GPU."""
+    return TrialFeatures(
+        mpnn_type=str(rng.choice(("GIN", "CGCNN", "SchNet"))), hidden_dim=int(rng.choice((16, 32, 48, 64))),
+        num_conv_layers=int(rng.integers(1, 4)), batch_size=int(rng.choice((16, 32, 64))), num_epoch=30, heads=3)
+
+
+#: the search spaces a synthetic workload draws its trials from (``simulate --space``)
+SEARCH_SPACES = {"hydragnn": sample_features, "demo": sample_demo_features}
+
+
 def learning_curve(epochs: int, rng: np.random.Generator) -> tuple[float, ...]:
     """A noisy decreasing validation curve: a final level drawn lognormally, a start 3-6x above it,
     approached with a time constant of 1-6 epochs (so early epochs rank trials imperfectly)."""
@@ -146,7 +159,8 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
                       seed: int, target_seconds: float = 1800.0, max_trial_nodes: int = 256,
                       time_limit_s: float | None = None, cost_model: CostModel | None = None,
                       moldable: bool = True, curves: bool = False, startup_s: float = STARTUP_S,
-                      error_model: ErrorModel | None = None) -> list[SimTrial]:
+                      error_model: ErrorModel | None = None, space: str = "hydragnn",
+                      pack_below: float | None = None) -> list[SimTrial]:
     """``num_trials`` trials: features -> cost model -> sizer (memory first, then the target
     duration) -> predicted seconds; true seconds = predicted x the error model's first factor (by
     default :class:`LognormalError` ``(estimate_error)``: exp(N(0, estimate_error^2)), no learning),
@@ -160,23 +174,29 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
     ``curves``: give every trial a learning curve of ``num_epoch`` epochs (:func:`learning_curve`,
     drawn from its own generator so the trials are the same with or without).
     The time limit is like the runtime's ``trial_time_limit_s`` (the trainer's time budget), by
-    default 3 x the target.
+    default 3 x the target. ``space``: a name of :data:`SEARCH_SPACES` the configurations come from.
+    ``pack_below``: the sizer's (:class:`~scheduler.sizing.Sizer`): with GPU sharing, trials that use
+    less than this share of a GPU alone, and are predicted to end within the time limit there, are
+    sized at one slot.
     """
     limit = time_limit_s if time_limit_s is not None else 3.0 * target_seconds
     if num_trials < 1:
         raise ValueError(f"num_trials must be >= 1, got {num_trials}")
     if estimate_error < 0:
         raise ValueError(f"estimate_error must be >= 0, got {estimate_error}")
+    if space not in SEARCH_SPACES:
+        raise ValueError(f"unknown search space {space!r}; valid names: {', '.join(SEARCH_SPACES)}")
+    sample = SEARCH_SPACES[space]
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 104729)
     error_rng = np.random.default_rng(seed + 15485863)  # the error model's own draws: same trials under each
     errors = error_model or LognormalError(estimate_error)
     model = cost_model or make_cost_model(slots_per_node)
     sizer = Sizer(model, default_sizes(slots_per_node, min(nodes, max_trial_nodes)), target_seconds,
-                  memory_per_slot_gb=GCD_MEMORY_GB)
+                  memory_per_slot_gb=GCD_MEMORY_GB, pack_below=pack_below, pack_within_s=limit)
     trials = []
     for tid in range(num_trials):
-        features = sample_features(rng)
+        features = sample(rng)
         choice = sizer.choose(features)
         error = errors.draw(float(rng.standard_normal()), error_rng)  # z always drawn: same trials at every error
         curve = learning_curve(features.num_epoch, curve_rng) if curves else None

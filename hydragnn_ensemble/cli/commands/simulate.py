@@ -19,6 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sigma of the lognormal scatter of true run times around the predictions")
     parser.add_argument("--target-duration", type=float, default=1800.0, help="sizing target (s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload and the estimate errors")
+    parser.add_argument("--space", default="hydragnn",
+                        help="search space of the synthetic trials (scheduler.simulator.workload.SEARCH_SPACES): "
+                             "hydragnn (hidden 64-2000, 2-6 layers) or demo (hidden 16-64, 1-3 layers; each "
+                             "trial a fraction of a GPU)")
+    parser.add_argument("--gpu-sharing", default="off",
+                        help="several trials per GPU: off, auto (small trials up to the GPU's memory and "
+                             "utilisation, at most the curve's best k) or a fixed k; needs --colocation-curve")
+    parser.add_argument("--colocation-curve", help="JSON of the aggregate throughput of k trials on one GPU "
+                                                   "(bench/gpu_colocation.py writes it)")
+    parser.add_argument("--device-memory-gb", type=float, default=64.0,
+                        help="memory of one GPU for sharing (default 64, one MI250X GCD)")
     parser.add_argument("--replay", help="results.csv of a real campaign (m:wall_time_s, m:slots)")
     parser.add_argument("--ask-latency-ms", type=float, default=0.0, help="optimizer ask latency per batch")
     parser.add_argument("--failure-rate", type=float, default=0.0, help="fraction of trials that fail (default 0)")
@@ -42,7 +53,8 @@ def paths(args: argparse.Namespace):
     if args.plot:
         outputs += [Output(out.with_name(out.stem + suffix), "simulation plot", lambda p: p.suffix == ".png")
                     for suffix in ("_util.png", "_gantt.png")]
-    return CommandPaths(inputs=(Path(args.replay),) if args.replay else (), outputs=tuple(outputs))
+    inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve) if p)
+    return CommandPaths(inputs=inputs, outputs=tuple(outputs))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,32 +62,42 @@ def run(args: argparse.Namespace) -> int:
 
     from hydragnn_ensemble.cli import UserError
     from scheduler.placement import UnknownPolicyError, check_policy_name
+    from scheduler.sharing import ColocationCurve, GpuSharing, SharingError
     from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
         replay_workload, simulate
+    from scheduler.simulator.workload import SEARCH_SPACES
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.trials < 1:
         raise UserError("--nodes, --gpus-per-node and --trials must be >= 1")
     if args.estimate_error < 0 or not 0 <= args.failure_rate <= 1:
         raise UserError("--estimate-error must be >= 0 and --failure-rate within [0, 1]")
+    if args.space not in SEARCH_SPACES:
+        raise UserError(f"--space {args.space!r} is not a search space; choose one of {', '.join(SEARCH_SPACES)}")
     try:
         check_policy_name(args.policy)
+        curve = ColocationCurve.read(Path(args.colocation_curve)) if args.colocation_curve else None
+        sharing = GpuSharing.parse(args.gpu_sharing, args.device_memory_gb, curve)
         if args.replay:
             trials = replay_workload(args.replay, args.gpus_per_node, args.estimate_error, args.seed)
-        else:
+        else:  # with sharing, small trials are sized at one slot (packed, not spread)
             trials = generate_workload(args.trials, args.nodes, args.gpus_per_node, args.estimate_error,
-                                       args.seed, target_seconds=args.target_duration)
+                                       args.seed, target_seconds=args.target_duration, space=args.space,
+                                       pack_below=sharing.small_below if sharing.enabled else None)
         config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy,
                            block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
-                           max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error)
+                           max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error,
+                           gpu_sharing=sharing, colocation=curve)
         result = simulate(trials, config, progress=not args.no_progress)
-    except (WorkloadError, SimulationError, UnknownPolicyError, OSError) as exc:
+    except (WorkloadError, SimulationError, UnknownPolicyError, SharingError, OSError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.output)
     result.write_json(out)
     s = result.summary
-    print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan/LB {s['makespan_over_lb']:.3f}, "
-          f"decision p99 {s['decision_latency_ms']['p99']:.3f} ms -> {out}")
+    shared = s["gpu_sharing"]["shared_attempts"]
+    print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan {s['makespan_s'] / 3600:.2f} h "
+          f"(/LB {s['makespan_over_lb']:.3f}), decision p99 {s['decision_latency_ms']['p99']:.3f} ms"
+          + (f", {shared} attempts on shared GPUs" if shared else "") + f" -> {out}")
     if args.plot:
         from scheduler.simulator.plots import plot_gantt, plot_utilisation
 

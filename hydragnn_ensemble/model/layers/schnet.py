@@ -8,8 +8,9 @@ HydraGNN-shaped (``LayerConfig.hydragnn_shaped``): the layer is HydraGNN's ``CFC
 output map ``Linear(m)``, and the filter network reads ``[rbf, edge_attr]`` per edge (no radial table
 then), or without edge features ``[rbf, d]``: HydraGNN's SchNet takes our periodic edges only with
 ``edge_features: ["length"]``, which ``export`` writes for it, and then reads that column (a function
-of the distance alone, so the radial table serves). HydraGNN's SchNet with ``equivariance: true`` adds a coordinate network
-per layer (all but the last), which this layer has not: the counts are equal with it off (its default).
+of the distance alone, so the radial table serves). HydraGNN's SchNet with ``equivariance: true``
+adds a coordinate network per layer (all but the last), which this layer has not: the counts are
+equal with it off (its default).
 """
 
 from __future__ import annotations
