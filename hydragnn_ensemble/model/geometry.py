@@ -54,6 +54,14 @@ class EdgeGeometry:
 MIN_EXPONENT = -50.0
 
 
+def _check_basis(cutoff: float, size: int, least: int, name: str) -> None:
+    """ValueError unless the basis has at least ``least`` functions and a positive cutoff."""
+    if size < least:
+        raise ValueError(f"{name} must be >= {least}, got {size}")
+    if cutoff <= 0:
+        raise ValueError(f"radius (cutoff) must be > 0, got {cutoff}")
+
+
 class GaussianBasis(nn.Module):
     """Gaussians with centres evenly spaced on [0, cutoff] and width equal to the spacing.
 
@@ -62,10 +70,7 @@ class GaussianBasis(nn.Module):
 
     def __init__(self, cutoff: float, num_gaussians: int) -> None:
         super().__init__()
-        if num_gaussians < 2:
-            raise ValueError(f"num_gaussians must be >= 2, got {num_gaussians}")
-        if cutoff <= 0:
-            raise ValueError(f"radius (cutoff) must be > 0, got {cutoff}")
+        _check_basis(cutoff, num_gaussians, 2, "num_gaussians")
         centres = torch.linspace(0.0, float(cutoff), num_gaussians)
         spacing = float(cutoff) / (num_gaussians - 1)
         self.register_buffer("centres", centres, persistent=False)
@@ -86,10 +91,7 @@ class SincBasis(nn.Module):
 
     def __init__(self, cutoff: float, size: int) -> None:
         super().__init__()
-        if size < 1:
-            raise ValueError(f"num_radial must be >= 1, got {size}")
-        if cutoff <= 0:
-            raise ValueError(f"radius (cutoff) must be > 0, got {cutoff}")
+        _check_basis(cutoff, size, 1, "num_radial")
         self.register_buffer("orders", torch.arange(1, size + 1, dtype=torch.float32), persistent=False)
         self.cutoff = float(cutoff)
 

@@ -253,23 +253,26 @@ class SimulatedCluster(LoopActions):
                 if at >= begin + duration:
                     break  # its last epoch: its end event says so
                 self.events.push(at, "epoch", (*key, epoch))
-        if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
-            self.events.push(begin + 0.05 * duration, "fail", (*key, NODE_FAILURE_REASON))
-        elif self.failure_rate and self.rng.random() < self.failure_rate:
-            self.events.push(begin + self.rng.random() * duration, "fail", (*key, TRIAL_FAILURE_REASON))
-        else:
+        if not self._push_failure(rt, duration):
             self.events.push(begin + duration, "end", (*key, None))
 
-    def _start_shared(self, rt: RunningTrial, duration: float) -> None:
-        """A trial on a shared GPU: its end from the shared clock, or a failure (no epoch events)."""
-        assert self.shared_clock is not None, "a trial on a shared GPU needs the co-location curve"
-        self.shared_attempts += 1
+    def _push_failure(self, rt: RunningTrial, duration: float) -> bool:
+        """Whether the attempt fails (a bad node, an injected failure): its fail event is pushed."""
         key, begin = (rt.spec.trial_id, rt.spec.attempt), rt.start_time
         if {s // self.slots_per_node for s in rt.slots} & self.bad_nodes:
             self.events.push(begin + 0.05 * duration, "fail", (*key, NODE_FAILURE_REASON))
         elif self.failure_rate and self.rng.random() < self.failure_rate:
             self.events.push(begin + self.rng.random() * duration, "fail", (*key, TRIAL_FAILURE_REASON))
-        self.shared_clock.join(rt.spec.trial_id, rt.slots[0], duration, begin)
+        else:
+            return False
+        return True
+
+    def _start_shared(self, rt: RunningTrial, duration: float) -> None:
+        """A trial on a shared GPU: its end from the shared clock, or a failure (no epoch events)."""
+        assert self.shared_clock is not None, "a trial on a shared GPU needs the co-location curve"
+        self.shared_attempts += 1
+        self._push_failure(rt, duration)
+        self.shared_clock.join(rt.spec.trial_id, rt.slots[0], duration, rt.start_time)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         pass  # the slot's virtual agent starts it when ``before`` ends (promoted)
