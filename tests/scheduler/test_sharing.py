@@ -140,7 +140,9 @@ def test_the_colocation_bench_writes_a_curve_that_simulate_reads(tmp_path) -> No
     assert bench_main(["--device", "cpu", "--ks", "1", "2", "--alone", "GIN:16", "--epochs", "3", "--graphs", "40",
                        "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
     curve = ColocationCurve.read(out)
-    assert curve.aggregate[1] == 1.0 and 0.2 < curve.aggregate[2] < 3.0 and "on cpu (time-sliced)" in curve.source
+    # no bound on the k = 2 figure: it is a timing on a shared machine (one batch per epoch here)
+    assert curve.aggregate[1] == 1.0 and curve.aggregate[2] > 0 and "on cpu (time-sliced)" in curve.source
+    assert sorted(json.loads(out.read_text())["graphs_per_s"]) == ["1", "2"]
     alone = json.loads(out.read_text())["alone"]["GIN:16"]
     assert alone["graphs_per_s"] > 0 and alone["peak_memory_mb"] > 0 and alone["device"] == "cpu"
 
