@@ -4,15 +4,15 @@ The same synthetic campaign of the demo's search space (``simulate --space demo`
 SchNet, hidden 16-64, 1-3 layers, 30 epochs, on the multidataset's 2 M graphs; 50% lognormal
 estimate error) runs through the real campaign loop, pool and load-aware policy, once per arm:
 ``off`` (the sizer spreads long trials over more GPUs to meet the 30-minute target, as today) and
-each sharing rule (small trials sized at one GPU and packed, :mod:`scheduler.sharing`); shared
-GPUs run at the co-location curve's rate (processor sharing,
+each sharing rule (small trials sized at one GPU, from 4 trials per GPU on without wider sizes,
+:mod:`scheduler.sharing`); shared GPUs run at the co-location curve's rate (processor sharing,
 :mod:`scheduler.simulator.shared_clock`). Both arms plan from predictions only (no epoch reports:
 shared trials report none). The trial time limit is the campaign's default, 3x the 30-minute
-target: the sizer packs a small trial only when it is predicted to end within it on one GPU, but
-with the estimate error some run longer and end as timeouts with fewer epochs (the simulator does
-not cut a shared trial that sharing stretches past its limit: it runs on, which lengthens the
-sharing arms). Printed per (nodes, trials per GPU): makespan per arm, its ratio to ``off`` and the
-trials that ended as timeouts; the curve's source says whether it was measured.
+target: a trial joins a shared GPU only where every resident, its whole predicted run stretched
+by the curve, is predicted to end within it; with the estimate error some still run longer and
+end as timeouts with fewer epochs (a shared trial at its limit ends after the epoch in progress,
+like the trainer). Printed per (nodes, trials per GPU): makespan per arm, its ratio to ``off`` and
+the trials that ended as timeouts; the curve's source says whether it was measured.
 
     python -m bench.gpu_sharing_sim --curve colocation.json [--nodes 16 8192] [--per-gpu 4 16]
                                     [--arms off 4 auto] [--seed 0]
@@ -26,15 +26,18 @@ from pathlib import Path
 
 from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.simulator import SimConfig, generate_workload, simulate
+from scheduler.simulator.workload import default_time_limit
 
 GPUS_PER_NODE = 8
+TARGET_S = 1800.0  # generate_workload's default target duration
 
 
 def run_arm(arm: str, nodes: int, trials: int, curve: ColocationCurve, seed: int) -> dict:
     """One simulated campaign; its makespan, mean wait and attempts on shared GPUs."""
-    sharing = GpuSharing.parse(arm, 64.0, curve)
-    workload = generate_workload(trials, nodes, GPUS_PER_NODE, 0.5, seed, space="demo",
-                                 pack_below=sharing.small_below if sharing.enabled else None)
+    limit = default_time_limit(TARGET_S)
+    sharing = GpuSharing.parse(arm, 64.0, curve, limit)
+    workload = generate_workload(trials, nodes, GPUS_PER_NODE, 0.5, seed, space="demo", time_limit_s=limit,
+                                 packing=sharing.packing(trials / (nodes * GPUS_PER_NODE)))
     config = SimConfig(nodes=nodes, gpus_per_node=GPUS_PER_NODE, seed=seed, estimate_error=0.5, reveal_epochs=False,
                        gpu_sharing=sharing, colocation=curve if sharing.enabled else None)
     t0 = time.perf_counter()
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     for nodes in args.nodes:
         for per_gpu in args.per_gpu:
             trials = int(per_gpu * nodes * GPUS_PER_NODE)
-            rows = {arm: run_arm(arm, nodes, trials, curve, args.seed) for arm in args.arms}
+            rows = {arm: run_arm(arm, nodes, trials, curve, args.seed)
+                    for arm in args.arms}
             base = rows["off"]["makespan_h"]
             print(f"{nodes:6d} {trials:8d} " + " ".join(f"{r['makespan_h']:9.2f} {r['makespan_h'] / base:6.2f} "
                                                           f"{r['timeouts']:5d}" for r in rows.values())

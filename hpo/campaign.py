@@ -87,11 +87,40 @@ class OptimizerConfig(_Strict):
 
 
 class ResourcesConfig(_Strict):
-    """``resources:`` section: what one node offers and which trial sizes are allowed."""
+    """``resources:`` section: what one node offers and which trial sizes are allowed.
+
+    ``device_memory_gb``: memory of one slot's device (None: 64 GB, one MI250X GCD, for ``gpu``;
+    this host's memory over ``slots_per_node`` for ``cpu``). ``gpu_sharing``: several small trials
+    per slot (``off``; ``auto``: trials predicted to use under 40% of a GPU alone, up to the
+    measured curve's best k; or a fixed k), which needs ``colocation_curve``, the aggregate
+    throughput of k trials on one device measured by ``python -m bench.gpu_colocation``
+    (:mod:`scheduler.sharing`)."""
 
     slots_per_node: int = Field(1, ge=1)
     device: Literal["cpu", "gpu"] = "cpu"
     slots_per_trial: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    device_memory_gb: float | None = Field(None, gt=0)
+    gpu_sharing: str = "off"
+    colocation_curve: Path | None = None
+
+    @field_validator("gpu_sharing", mode="before")
+    @classmethod
+    def _sharing_word(cls, value: Any) -> str:
+        text = str(value).strip().lower()
+        if text in ("off", "auto") or (text.isdigit() and int(text) >= 1):
+            return "off" if text == "1" else text
+        raise ValueError(f"must be off, auto or a number of trials per GPU (2 or more), got {value!r}")
+
+    @model_validator(mode="after")
+    def _curve_for_sharing(self) -> "ResourcesConfig":
+        if self.gpu_sharing == "auto" and self.device != "gpu":
+            raise ValueError("gpu_sharing: auto judges each trial's predicted GPU utilisation: it needs "
+                             "device: gpu (a fixed number of trials per slot also runs on cpu slots, time-sliced)")
+        if self.gpu_sharing != "off" and self.colocation_curve is None:
+            raise ValueError(f"gpu_sharing: {self.gpu_sharing} needs colocation_curve, a file measured on "
+                             "this machine's device by 'python -m bench.gpu_colocation --device cuda --out FILE' "
+                             "(what k trials on one GPU cost is measured, not assumed)")
+        return self
 
     @field_validator("slots_per_trial")
     @classmethod
@@ -367,6 +396,10 @@ def validate_campaign(data: Mapping[str, Any], source: str | os.PathLike) -> Cam
     for key in ("dataset", "base_config"):
         if isinstance(data.get(key), str) and data[key]:
             data[key] = str((source.parent / os.path.expanduser(data[key])).resolve())
+    resources = data.get("resources")
+    if isinstance(resources, Mapping) and isinstance(resources.get("colocation_curve"), str):
+        curve = str((source.parent / os.path.expanduser(resources["colocation_curve"])).resolve())
+        data["resources"] = {**resources, "colocation_curve": curve}
     try:
         config = CampaignConfig.model_validate(data)
     except ValidationError as exc:
@@ -375,6 +408,9 @@ def validate_campaign(data: Mapping[str, Any], source: str | os.PathLike) -> Cam
         raise CampaignConfigError(f"{source}: dataset: {config.dataset} does not exist")
     if not config.base_config.is_file():
         raise CampaignConfigError(f"{source}: base_config: {config.base_config} is not a file")
+    curve = config.resources.colocation_curve
+    if curve is not None and not curve.is_file():
+        raise CampaignConfigError(f"{source}: resources.colocation_curve: {curve} is not a file")
     try:
         base = _read_base_config(config.base_config)
     except CampaignConfigError as exc:

@@ -26,10 +26,16 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 #: HydraGNN's Frontier figure: trials under this busy share of a GPU alone are "small"
 SMALL_BELOW = 0.4
+#: From this many trials per GPU on, the sizer packs small trials rigidly (no wider sizes). With
+#: fewer, trials hardly queue and the slowest ones end the campaign: spreading them (placement's
+#: moldable starts) ends it sooner. Simulated, 16 nodes x 8, assumed curve (bench/gpu_sharing_sim.py):
+#: rigid/moldable campaign time 1.64/1.00 at 1 per GPU, 1.01/1.00 at 2, 0.95/0.91 at 3, 0.83/0.94 at 4,
+#: 0.49/0.67 at 16 (ratios to one trial per GPU).
+RIGID_FROM_TRIALS_PER_GPU = 4.0
 
 
 class SharingError(ValueError):
@@ -46,11 +52,12 @@ class SharingMode(str, Enum):
 
 @dataclass(frozen=True)
 class ShareDemand:
-    """A trial alone on one GPU, as predicted: peak memory (GB) and busy share in [0, 1] (None:
-    not predicted, and then it never shares in ``auto``)."""
+    """A trial alone on one GPU, as predicted: peak memory (GB), busy share in [0, 1] (None: not
+    predicted, and then it never shares in ``auto``) and wall seconds."""
 
     memory_gb: float
     utilisation: float | None = None
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,15 +127,20 @@ class GpuSharing:
     device_memory_gb: float = 64.0
     utilisation_budget: float = 1.0
     small_below: float = SMALL_BELOW
+    slowdowns: tuple[float, ...] = ()  # how many times longer than alone each of k = 1, 2, ... residents runs
+    time_limit_s: float = math.inf  # the trial time limit: no resident is packed past it
 
     def __post_init__(self) -> None:
         if self.per_gpu < 1 or (self.mode != SharingMode.OFF and self.per_gpu < 2):
             raise SharingError(f"gpu sharing {self.mode.value}: per_gpu must be >= 2, got {self.per_gpu}")
+        if self.enabled and len(self.slowdowns) < self.per_gpu:
+            raise SharingError(f"gpu sharing: slowdowns for k = 1..{self.per_gpu} needed, got {self.slowdowns}")
         if self.device_memory_gb <= 0 or not 0 < self.utilisation_budget or not 0 < self.small_below <= 1:
             raise SharingError("gpu sharing: device memory and utilisation budget must be > 0, small_below in (0, 1]")
 
     @classmethod
-    def parse(cls, text: str, device_memory_gb: float, curve: ColocationCurve | None) -> "GpuSharing":
+    def parse(cls, text: str, device_memory_gb: float, curve: ColocationCurve | None,
+              time_limit_s: float = math.inf) -> "GpuSharing":
         """``off``, ``auto`` (up to the curve's best k) or a fixed k (``"4"``); ``auto`` and k > 1 need a
         measured curve that covers k (placement must know what packing costs)."""
         value = text.strip().lower()
@@ -139,31 +151,91 @@ class GpuSharing:
         if value == "auto":
             if curve.best_k < 2:
                 raise SharingError(f"gpu sharing auto: the curve ({curve.source}) gains nothing from sharing")
-            return cls(SharingMode.AUTO, curve.best_k, device_memory_gb)
-        try:
-            k = int(value)
-        except ValueError:
-            raise SharingError(f"gpu sharing must be off, auto or a number of trials per GPU, got {text!r}") from None
+            mode, k = SharingMode.AUTO, curve.best_k
+        else:
+            try:
+                mode, k = SharingMode.FIXED, int(value)
+            except ValueError:
+                raise SharingError(f"gpu sharing must be off, auto or a number of trials per GPU, got {text!r}") from None
         curve.throughput(k)  # raises when the curve does not cover k
-        return cls(SharingMode.FIXED, k, device_memory_gb)
+        slowdowns = tuple(curve.slowdown(n) for n in range(1, k + 1))
+        return cls(mode, k, device_memory_gb, slowdowns=slowdowns, time_limit_s=time_limit_s)
 
     @property
     def enabled(self) -> bool:
         return self.mode != SharingMode.OFF
 
+    def packing(self, trials_per_gpu: float) -> "Packing | None":
+        """What the sizer does with small trials (:class:`scheduler.sizing.Sizer`) in a campaign of
+        ``trials_per_gpu`` trials per GPU; None when sharing is off."""
+        if not self.enabled:
+            return None
+        return Packing(self.small_below, self.time_limit_s, rigid=trials_per_gpu >= RIGID_FROM_TRIALS_PER_GPU)
+
     def admits(self, demand: ShareDemand | None, residents: Sequence[ShareDemand]) -> bool:
         """Whether a trial of ``demand`` may join a GPU that holds ``residents`` (an empty GPU: whether
-        it may be the first of a shared one)."""
-        if not self.enabled or demand is None or len(residents) + 1 > self.per_gpu:
+        it may be the first of a shared one); see :meth:`admits_onto`."""
+        return self.admits_onto(demand, ShareLoad.of(residents))
+
+    def admits_onto(self, demand: ShareDemand | None, load: "ShareLoad") -> bool:
+        """Whether a trial of ``demand`` may join a GPU whose residents ask ``load`` of it. Count and
+        memory, then time: the slowest of them, stretched by the curve's slowdown for one more
+        resident, must still end within the time limit (whole predicted runs are stretched: an
+        upper bound); then, for ``auto``, every one small and their utilisations within budget."""
+        if not self.enabled or demand is None:
             return False
-        if demand.memory_gb + sum(r.memory_gb for r in residents) > self.device_memory_gb:
+        after = load.plus(demand)
+        if after.count > self.per_gpu or after.memory_gb > self.device_memory_gb:
+            return False
+        if after.longest_s * self.slowdowns[after.count - 1] > self.time_limit_s:
             return False
         if self.mode == SharingMode.FIXED:
             return True
-        if any(d.utilisation is None or d.utilisation >= self.small_below for d in (demand, *residents)):
-            return False
-        load = demand.utilisation + sum(r.utilisation for r in residents)  # type: ignore[operator]
-        return load <= self.utilisation_budget
+        return after.peak_utilisation < self.small_below and after.utilisation <= self.utilisation_budget
+
+
+@dataclass(frozen=True)
+class ShareLoad:
+    """What the residents of one GPU ask of it together."""
+
+    count: int = 0
+    memory_gb: float = 0.0
+    utilisation: float = 0.0  # the sum of their busy shares alone
+    peak_utilisation: float = 0.0  # the largest one (inf when one of them is not predicted)
+    longest_s: float = 0.0  # the longest predicted run alone
+
+    @classmethod
+    def of(cls, residents: Iterable[ShareDemand]) -> "ShareLoad":
+        load = cls()
+        for demand in residents:
+            load = load.plus(demand)
+        return load
+
+    def plus(self, demand: ShareDemand) -> "ShareLoad":
+        """The load with ``demand`` added."""
+        u = demand.utilisation
+        return ShareLoad(self.count + 1, self.memory_gb + demand.memory_gb, self.utilisation + (u or 0.0),
+                         max(self.peak_utilisation, math.inf if u is None else u),
+                         max(self.longest_s, demand.seconds))
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Which trials the sizer keeps at one GPU to share it: those predicted to use less than
+    ``below`` of a GPU alone and to end within ``within_s`` there; ``rigid``: without their wider
+    sizes (placement cannot spread them over several GPUs)."""
+
+    below: float
+    within_s: float = math.inf
+    rigid: bool = True
+
+
+def campaign_sharing(word: str, curve_path: Path | None, device_memory_gb: float,
+                     time_limit_s: float) -> GpuSharing:
+    """A campaign's rule from its ``resources`` (``gpu_sharing``, ``colocation_curve``) and trial
+    time limit: the curve is read from its file; a SharingError names the file or the value."""
+    curve = ColocationCurve.read(curve_path) if curve_path is not None else None
+    return GpuSharing.parse(word, device_memory_gb, curve, time_limit_s)
 
 
 def share_key(slot: int) -> int:
@@ -173,7 +245,16 @@ def share_key(slot: int) -> int:
 
 @dataclass
 class SharedGpu:
-    """One slot holding several trials, and what each of them asks of it."""
+    """One slot holding several trials, what each of them asks of it and all of them together."""
 
     slot: int
     residents: dict[int, ShareDemand] = field(default_factory=dict)
+    load: ShareLoad = field(default_factory=ShareLoad)
+
+    def join(self, trial_id: int, demand: ShareDemand) -> None:
+        self.residents[trial_id] = demand
+        self.load = self.load.plus(demand)
+
+    def leave(self, trial_id: int) -> None:
+        del self.residents[trial_id]
+        self.load = ShareLoad.of(self.residents.values())

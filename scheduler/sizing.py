@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from scheduler.cost_model import CostModel, CostModelError, DatasetStats, EpochTimes, TrialFeatures
 from scheduler.placement.base import TrialRequest
-from scheduler.sharing import ShareDemand
+from scheduler.sharing import Packing, ShareDemand
 
 DEFAULT_STATS = DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0)  # unreadable dataset
 
@@ -57,7 +57,10 @@ class SizedTrial:
         not predicted or it needs more than one slot."""
         if self.memory_gb is None or self.slots != 1:
             return None
-        return ShareDemand(self.memory_gb, self.utilisation)
+        seconds, per_epoch = self.predicted_seconds, self.epoch_s_at(1)
+        if self.epochs is not None and per_epoch is not None:  # its whole budget (a stopper may have
+            seconds = (self.startup_s or 0.0) + self.epochs * per_epoch  # planned it with less)
+        return ShareDemand(self.memory_gb, self.utilisation, seconds)
 
     def epoch_s_at(self, slots: int) -> float | None:
         """Predicted seconds of one epoch on ``slots`` slots (None: not predicted)."""
@@ -93,15 +96,15 @@ def default_sizes(slots_per_node: int, max_nodes: int) -> list[int]:
 class Sizer:
     """Chooses a trial's slot count from the cost model's predictions.
 
-    ``pack_below``: with GPU sharing (:mod:`scheduler.sharing`), a trial predicted to use less than
-    this share of one GPU alone is sized at one slot when its memory fits there and it is predicted
-    to end within ``pack_within_s`` there (the trial time limit: beyond it the trainer would stop
-    it with fewer epochs), and gets no wider alternatives: spread over several GPUs it would leave
-    each of them idler still, packed with others on one it shares the idle part."""
+    ``packing``: with GPU sharing (:class:`scheduler.sharing.Packing`), a trial predicted to use
+    less than ``packing.below`` of one GPU alone is sized at one slot when its memory fits there and
+    it is predicted to end within ``packing.within_s`` there (the trial time limit: beyond it the
+    trainer would stop it with fewer epochs); with ``packing.rigid`` it gets no wider alternatives:
+    spread over several GPUs it would leave each of them idler still, packed with others on one it
+    shares the idle part."""
 
     def __init__(self, cost_model: CostModel, sizes: Sequence[int], target_seconds: float,
-                 memory_per_slot_gb: float = 64.0, pack_below: float | None = None,
-                 pack_within_s: float = math.inf) -> None:
+                 memory_per_slot_gb: float = 64.0, packing: Packing | None = None) -> None:
         if not sizes or any(s < 1 for s in sizes):
             raise ValueError(f"allowed sizes must be positive, got {list(sizes)}")
         if target_seconds <= 0:
@@ -110,29 +113,29 @@ class Sizer:
         self.sizes = sorted(set(sizes))
         self.target_seconds = target_seconds
         self.memory_per_slot_gb = memory_per_slot_gb
-        self.pack_below = pack_below
-        self.pack_within_s = pack_within_s
+        self.packing = packing
 
     def choose(self, features: TrialFeatures) -> SizeChoice:
-        """Memory first, then the predicted duration closest to the target (a small trial under
-        ``pack_below``: one slot)."""
+        """Memory first, then the predicted duration closest to the target (a small trial with
+        ``packing``: one slot)."""
         options = []
         for s in self.sizes:
             mem = self.cost_model.memory_per_slot_gb(features, s)
             seconds = self.cost_model.predict_seconds(features, s)
             options.append((s, seconds, mem, mem <= self.memory_per_slot_gb))
         fitting = [o for o in options if o[3]]
-        packed = (self.pack_below is not None and fitting and fitting[0][0] == self.sizes[0] == 1
-                  and fitting[0][1] <= self.pack_within_s
-                  and self.cost_model.utilisation_alone(features) < self.pack_below)
+        pack = self.packing
+        packed = (pack is not None and fitting and fitting[0][0] == self.sizes[0] == 1
+                  and fitting[0][1] <= pack.within_s and self.cost_model.utilisation_alone(features) < pack.below)
         if packed:
             s, seconds, mem, ok = fitting[0]
         elif fitting:
             s, seconds, mem, ok = min(fitting, key=lambda o: (abs(math.log(o[1] / self.target_seconds)), o[0]))
         else:
             s, seconds, mem, ok = options[-1]
-        # only sizes that are faster; none for a packed trial
-        wider = () if packed else tuple((o[0], o[1]) for o in fitting if o[0] > s and o[1] < seconds)
+        # only sizes that are faster; none for a trial packed rigidly
+        rigid = packed and pack is not None and pack.rigid
+        wider = () if rigid else tuple((o[0], o[1]) for o in fitting if o[0] > s and o[1] < seconds)
         return SizeChoice(s, seconds, s * seconds, mem, ok, wider)
 
     def larger_than(self, slots: int) -> int | None:
@@ -241,14 +244,14 @@ class CostModelSizer:
 def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,
                   config_of: Callable[[Mapping[str, Any]], Mapping[str, Any]], device: str = "cpu",
                   memory_per_slot_gb: float | None = None,
-                  work_fraction: Callable[[int], float] | None = None) -> CostModelSizer:
+                  work_fraction: Callable[[int], float] | None = None,
+                  packing: Packing | None = None) -> CostModelSizer:
     """The sizer the MPI runtime uses: a cost model on the campaign's dataset statistics (defaults
     when the dataset cannot be read as a graph store) that learns from every epoch, with the
     data-parallel efficiency learnt (no widening for speed until measured), target duration a
     quarter of the trial time limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
-    node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding)."""
-    import os
-
+    node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding).
+    ``packing``: with GPU sharing, which small trials stay at one GPU to share it (:class:`Sizer`)."""
     from scheduler.cost_model import STARTUP_PRIOR_S, LearntEfficiency
 
     notice = None
@@ -258,16 +261,24 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
         stats = DEFAULT_STATS  # the trainer reports an unreadable dataset; sizing goes on
         notice = f"cost model: dataset statistics of {dataset} not readable ({exc}); using {stats}"
     if memory_per_slot_gb is None:
-        if device == "gpu":
-            memory_per_slot_gb = 64.0
-        else:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-            memory_per_slot_gb = total / max(1, slots_per_node)
+        memory_per_slot_gb = slot_memory_gb(device, slots_per_node)
     model = CostModel(stats, efficiency=LearntEfficiency(), startup_prior_s=STARTUP_PRIOR_S)
-    sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb)
+    sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb,
+                  packing=packing)
     result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s, work_fraction=work_fraction)
     result.notice = notice
     return result
+
+
+def slot_memory_gb(device: str, slots_per_node: int) -> float:
+    """Memory of one slot when the campaign does not say: 64 GB (one MI250X GCD) on ``gpu``, this
+    host's memory shared by its slots on ``cpu``."""
+    import os
+
+    if device == "gpu":
+        return 64.0
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    return total / max(1, slots_per_node)
 
 
 class TrialSizer(Protocol):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from scheduler.loop.trials import QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate, growth_key
 from scheduler.resources import ResourcePool
-from scheduler.sharing import GpuSharing, ShareDemand, SharedGpu, share_key
+from scheduler.sharing import GpuSharing, ShareDemand, SharedGpu, ShareLoad, share_key
 from scheduler.sizing import TrialSizer, trial_request
 
 #: shared GPUs looked at per waiting trial and resident count before the next count is tried
@@ -43,6 +43,8 @@ class TrialBook:
         self.shared: dict[int, SharedGpu] = {}  # slot -> the GPU's residents
         self._shared_of: dict[int, int] = {}  # running trial on a shared GPU -> its slot
         self._by_count: list[dict[int, None]] = [{} for _ in range(self.sharing.per_gpu + 1)]  # residents -> slots
+        self._probed: set[int] = set()  # waiting trials no shared GPU admitted when they were probed
+        self._roomier: dict[int, None] = {}  # shared GPUs opened or left since the last join pass
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
         self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
@@ -73,6 +75,7 @@ class TrialBook:
             if spec.sized is not None and sized == spec.sized:
                 continue
             spec.sized, spec.size = sized, sized.slots
+            self._probed.discard(spec.trial_id)  # its demand changed: every shared GPU may take it now
             self.policy.update(trial_request(spec.trial_id, spec.size, sized, now))
             changed += 1
         return changed
@@ -129,30 +132,38 @@ class TrialBook:
         self.policy.finished(rt.spec.trial_id, now)
         self.policy.adopt(share_key(slot), rt.slots, rt.predicted_end(), now)
         self._needs_successor.pop(rt.spec.trial_id, None)
-        self.shared[slot] = SharedGpu(slot, {rt.spec.trial_id: demand})
+        gpu = self.shared[slot] = SharedGpu(slot)
+        gpu.join(rt.spec.trial_id, demand)
         rt.on_shared_gpu = True
         self._shared_of[rt.spec.trial_id] = slot
         self._by_count[1][slot] = None
+        self._roomier[slot] = None
 
     def _join_shared(self, now: float) -> list[RunningTrial]:
         """Waiting single-slot trials onto shared GPUs with room, each on the GPU with the fewest
-        residents that admits it (at most :data:`JOIN_PROBES` GPUs tried per resident count)."""
+        residents that admits it (at most :data:`JOIN_PROBES` GPUs tried per resident count). A
+        trial no GPU admitted is tried again only on the GPUs that gained room since."""
         started = []
+        roomier = [self.shared[s] for s in self._roomier if s in self.shared]
+        self._roomier = {}
+        self._probed.intersection_update(self.waiting)
         for trial_id in list(self.waiting):
             spec = self.waiting[trial_id]
             demand = spec.sized.demand() if spec.sized is not None else None
-            if demand is None or not self.sharing.admits(demand, ()):
+            if demand is None or not self.sharing.admits_onto(demand, ShareLoad()):
                 continue
-            gpu = self._gpu_for(demand)
+            gpu = self._gpu_among(roomier, demand) if trial_id in self._probed else self._gpu_for(demand)
             if gpu is None:
+                self._probed.add(trial_id)
                 continue
+            self._probed.discard(trial_id)
             del self.waiting[trial_id]
             self.policy.cancel(trial_id)
             spec.size = 1
             rt = self._run(spec, (gpu.slot,), now)
             rt.on_shared_gpu = True
             self._move_count(gpu, +1)
-            gpu.residents[trial_id] = demand
+            gpu.join(trial_id, demand)
             self._shared_of[trial_id] = gpu.slot
             self._tell_end(gpu, now)
             started.append(rt)
@@ -164,14 +175,19 @@ class TrialBook:
                 if probe == JOIN_PROBES:
                     break
                 gpu = self.shared[slot]
-                if self.sharing.admits(demand, tuple(gpu.residents.values())):
+                if self.sharing.admits_onto(demand, gpu.load):
                     return gpu
         return None
 
+    def _gpu_among(self, gpus: list[SharedGpu], demand: ShareDemand) -> SharedGpu | None:
+        """The GPU of ``gpus`` with the fewest residents that admits ``demand``."""
+        fits = [g for g in gpus if self.sharing.admits_onto(demand, g.load)]
+        return min(fits, key=lambda g: g.load.count, default=None)
+
     def _move_count(self, gpu: SharedGpu, step: int) -> None:
-        del self._by_count[len(gpu.residents)][gpu.slot]
-        if 0 < len(gpu.residents) + step:
-            self._by_count[len(gpu.residents) + step][gpu.slot] = None
+        del self._by_count[gpu.load.count][gpu.slot]
+        if 0 < gpu.load.count + step:
+            self._by_count[gpu.load.count + step][gpu.slot] = None
 
     def _tell_end(self, gpu: SharedGpu, now: float) -> None:
         """Placement plans with the GPU free when its last resident is predicted to end."""
@@ -189,8 +205,9 @@ class TrialBook:
     def _leave_shared(self, trial_id: int, now: float) -> None:
         gpu = self.shared[self._shared_of.pop(trial_id)]
         self._move_count(gpu, -1)
-        del gpu.residents[trial_id]
+        gpu.leave(trial_id)
         if gpu.residents:
+            self._roomier[gpu.slot] = None
             self._tell_end(gpu, now)
             return
         del self.shared[gpu.slot]

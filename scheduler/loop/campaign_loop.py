@@ -80,8 +80,7 @@ class LoopRules:
     # once max_trials are out, idle slots run extra trials (each predicted to reach its first
     # decision before the last regular trial ends); when no regular trial is left they are stopped
     fill_tail: bool = False
-    # several small trials per GPU (scheduler.sharing): a simulator study so far (the MPI runtime's
-    # agents run one trial per slot, so campaigns leave it off)
+    # several small trials per GPU (scheduler.sharing; a campaign's resources.gpu_sharing)
     gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
 
     @property
@@ -90,15 +89,17 @@ class LoopRules:
         return self.objectives.primary
 
     @classmethod
-    def from_campaign(cls, cfg, slots_per_node: int) -> "LoopRules":
-        """From a :class:`hpo.campaign.CampaignConfig`."""
+    def from_campaign(cls, cfg, slots_per_node: int, gpu_sharing: GpuSharing | None = None) -> "LoopRules":
+        """From a :class:`hpo.campaign.CampaignConfig` and its sharing rule, read from its
+        ``resources`` (:func:`scheduler.sharing.campaign_sharing`; None: off)."""
         return cls(max_trials=cfg.max_trials, slots_per_node=slots_per_node, pool_factor=cfg.pool_factor,
                    prefetch_below_s=cfg.prefetch_below_s, retries=cfg.retries,
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,
                    failure_threshold=cfg.failure_threshold,
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
                    objectives=cfg.objective_set, trial_time_limit_s=cfg.trial_time_limit_s,
-                   drain_after_node_failures=cfg.drain_after_node_failures, fill_tail=cfg.fill_tail)
+                   drain_after_node_failures=cfg.drain_after_node_failures, fill_tail=cfg.fill_tail,
+                   gpu_sharing=gpu_sharing or GpuSharing())
 
 
 class LoopActions(ABC):

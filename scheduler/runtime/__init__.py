@@ -9,6 +9,9 @@ workstation: each agent keeps the GPU the launcher bound to it, or picks its own
 of one node, whole nodes for multi-node trials); slots a host cannot fill (the one rank 0 takes) are
 reserved. Each trial runs as its own process(es), started by the agents of its slots; a multi-slot
 trial's processes rendezvous through torch.distributed with ``--init-method file://...``.
+With ``resources.gpu_sharing`` (:mod:`scheduler.sharing`) a slot may hold several single-slot trials
+at once: rank 0 sends each its start, and the slot's agent runs and watches their processes side by
+side on its device (NVIDIA MPS where its daemon runs, else time-sliced).
 """
 
 from scheduler.runtime.layout import ClusterLayout, build_layout

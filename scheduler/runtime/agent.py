@@ -3,7 +3,8 @@
 Model (documented in :mod:`scheduler.runtime`): one agent rank per slot. This is what
 ``srun --ntasks-per-node=8 --gpus-per-task=1`` gives on Frontier (each rank sees its own GCD) and what
 ``mpiexec -n N`` gives on a workstation; ``resources.slots_per_node`` groups the agents of one host
-into nodes for placement.
+into nodes for placement. With GPU sharing (``resources.gpu_sharing``) rank 0 sends a slot several
+trials at once; the agent runs and watches them side by side (``procs`` holds every running one).
 
 Trials are forked from the agent's fork server (:mod:`scheduler.runtime.fork_server`, torch already
 imported) or exec'd as new interpreters (campaign option ``trial_launcher``). The loop never blocks
@@ -55,7 +56,13 @@ from scheduler.runtime.messages import (
 )
 from scheduler.runtime.progress_tail import ProgressTail
 from scheduler.runtime.polling import Backoff
-from scheduler.runtime.launch import GPU_VISIBILITY_VARS, device_binding, write_config, write_verdicts
+from scheduler.runtime.launch import (
+    GPU_VISIBILITY_VARS,
+    device_binding,
+    mps_control_found,
+    write_config,
+    write_verdicts,
+)
 from scheduler.runtime.outcome import part_exited
 from scheduler.runtime.trial_process import TrialProcess
 
@@ -69,7 +76,8 @@ def hello(comm) -> AgentHello:
     from mpi4py import MPI
 
     inherited = {v: os.environ[v] for v in GPU_VISIBILITY_VARS if os.environ.get(v)}
-    return AgentHello(rank=comm.Get_rank(), host=MPI.Get_processor_name(), inherited_devices=inherited)
+    return AgentHello(rank=comm.Get_rank(), host=MPI.Get_processor_name(), inherited_devices=inherited,
+                      mps_control=mps_control_found(dict(os.environ)))
 
 
 class Agent:

@@ -44,6 +44,14 @@ GPU_VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DE
 #: rank that has to react (a report, a start) gets the CPU first and trials absorb the delay
 #: (bench.campaign_overhead, 16 ranks on 2 cores: idle slot time 18.8% -> 15.0%).
 TRIAL_NICENESS = 5
+#: Where CUDA clients look for the NVIDIA MPS control daemon unless CUDA_MPS_PIPE_DIRECTORY says
+MPS_PIPE_DEFAULT = "/tmp/nvidia-mps"
+
+
+def mps_control_found(env: dict[str, str]) -> bool:
+    """Whether an NVIDIA MPS control daemon's pipe is where this process's CUDA clients would look
+    (trials sharing a GPU then run their kernels concurrently, else time-sliced)."""
+    return (Path(env.get("CUDA_MPS_PIPE_DIRECTORY") or MPS_PIPE_DEFAULT) / "control").exists()
 
 
 def kill_margin_s(time_limit_s: float) -> float:

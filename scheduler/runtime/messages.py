@@ -42,6 +42,7 @@ class AgentHello:
     rank: int
     host: str
     inherited_devices: dict[str, str]  # the GPU visibility variables the launcher set (srun/mpirun)
+    mps_control: bool = False  # an NVIDIA MPS control daemon serves this agent's trials (GPU sharing)
 
 
 @dataclass(frozen=True)

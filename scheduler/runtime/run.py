@@ -36,14 +36,15 @@ from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.faults import InfrastructureFault
 from scheduler.runtime.fork_server import default_preload
 from scheduler.runtime.layout import ClusterLayout, build_layout
-from scheduler.runtime.messages import LauncherSettings
+from scheduler.runtime.messages import AgentHello, LauncherSettings
 from scheduler.runtime.polling import wait_quietly
 from scheduler.runtime.progress import ProgressLine
 from scheduler.loop import TrialSpec
 from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
 from scheduler.runtime.transport import MpiTransport
 from scheduler.runtime.sizing import usable_sizes
-from scheduler.sizing import runtime_sizer
+from scheduler.sharing import GpuSharing, SharingError, SharingMode, campaign_sharing
+from scheduler.sizing import runtime_sizer, slot_memory_gb
 
 if TYPE_CHECKING:
     from hpo.campaign import CampaignConfig
@@ -82,7 +83,7 @@ def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: Campaig
 
 
 def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
-                 resume: bool, force_unlock: bool) -> _Setup:
+                 resume: bool, force_unlock: bool, hellos: list[AgentHello]) -> _Setup:
     """Open the campaign (:class:`hpo.session.CampaignSession`) and build the scheduler over it."""
     from hpo.session import CampaignSession
 
@@ -91,6 +92,12 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
     except ValueError as exc:
         raise CampaignSetupError(f"{campaign_path}: {exc}") from None
     policy = make_policy(cfg.placement)
+    res = cfg.resources
+    memory_gb = res.device_memory_gb or slot_memory_gb(res.device, layout.slots_per_node)
+    try:
+        sharing = campaign_sharing(res.gpu_sharing, res.colocation_curve, memory_gb, cfg.trial_time_limit_s)
+    except SharingError as exc:
+        raise CampaignSetupError(f"{campaign_path}: resources: {exc}") from None
     warnings = preflight(cfg, campaign_path)  # before anything is written; the agents import meanwhile
     session = CampaignSession.open(cfg, cdir, resume=resume, force_unlock=force_unlock,
                                    ask_batch=max(1, min(64, layout.usable_slots)))
@@ -101,16 +108,19 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         # run plans the sizer's expected work and decides in the loop
         stopper = cfg.early_stopping.make()
         sizer = runtime_sizer(str(cfg.dataset), sizes, layout.slots_per_node, cfg.trial_time_limit_s,
-                              make_config, device=cfg.resources.device,
-                              work_fraction=None if stopper is None else stopper.expected_fraction)
+                              make_config, device=res.device, memory_per_slot_gb=memory_gb,
+                              work_fraction=None if stopper is None else stopper.expected_fraction,
+                              packing=sharing.packing(cfg.max_trials / max(1, layout.usable_slots)))
         session.record([CampaignStarted(time=time.time(), campaign=FrozenCampaign.of(cfg), resume=resume,
                                         ranks=comm.Get_size(), slots=layout.usable_slots)])
         session.sync()
         notices = list(session.notices) + [f"warning: {w}" for w in warnings]
         if sizer.notice:
             notices.append(sizer.notice)
+        if sharing.enabled:
+            notices.append(sharing_notice(sharing, res.device, hellos))
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
-                              progress=ProgressLine(enabled=False), stopper=stopper)
+                              progress=ProgressLine(enabled=False), stopper=stopper, sharing=sharing)
         again = [TrialSpec(u.trial_id, u.params, u.attempt,
                            u.size if u.size in sizes else sizer.size(u.params)[0],
                            retries_used=u.retries_used, oom_retried=u.oom_retried)
@@ -145,6 +155,22 @@ def preflight(cfg: "CampaignConfig", campaign_path: Path) -> list[str]:
             f"{campaign_path}: no trial started: {len(report.errors)} problem(s) of the configs against the "
             f"dataset {cfg.dataset} (base_config {cfg.base_config}):\n{shown}{more}")
     return report.warnings
+
+
+def sharing_notice(sharing: GpuSharing, device: str, hellos: list[AgentHello]) -> str:
+    """What the campaign says at start about several trials per slot: how many, and whether their
+    kernels run concurrently (NVIDIA MPS) or time-sliced."""
+    rule = (f"up to {sharing.per_gpu} trials per {device.upper()} slot" if sharing.mode == SharingMode.FIXED else
+            f"trials predicted to use under {sharing.small_below:.0%} of a GPU alone share one, up to "
+            f"{sharing.per_gpu} per GPU")
+    if device != "gpu":
+        how = "time-sliced on the slot's CPU core(s)"
+    else:
+        without = sorted({h.host for h in hellos if not h.mps_control})
+        how = ("NVIDIA MPS found on every host: their kernels run concurrently" if not without else
+               f"no NVIDIA MPS control daemon on {', '.join(without[:4])}{' ...' if len(without) > 4 else ''}: "
+               "they are time-sliced (start 'nvidia-cuda-mps-control -d' on each node for concurrent kernels)")
+    return f"gpu_sharing {sharing.mode.value}: {rule} ({sharing.device_memory_gb:.1f} GB per slot); {how}"
 
 
 def trial_config_maker(cfg: "CampaignConfig", cdir: CampaignDir):
@@ -211,7 +237,7 @@ def run_campaign(
     comm.bcast({"assignments": layout.assignments, "device": cfg.resources.device,
                 "launcher": launcher_settings(cfg)}, root=0)
     try:
-        setup = _setup_rank0(comm, cfg, layout, Path(campaign_path), cdir, resume, force_unlock)
+        setup = _setup_rank0(comm, cfg, layout, Path(campaign_path), cdir, resume, force_unlock, hellos[1:])
     except BaseException as exc:
         _refuse(comm, exc, barrier=True)
     wait_quietly(comm.Ibarrier(), 0.001)  # agents may still be importing: do not spin a core

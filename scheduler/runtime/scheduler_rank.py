@@ -87,6 +87,7 @@ from scheduler.runtime.launch import kill_margin_s
 from scheduler.runtime.outcome import merge_parts
 from scheduler.runtime.trial_process import IGNORED_STOP
 from scheduler.runtime.transport import Transport
+from scheduler.sharing import GpuSharing
 from scheduler.sizing import TrialSizer
 
 RESULTS_CSV_EVERY_S = 5.0
@@ -126,6 +127,14 @@ def stopped_by_force(rt: RunningTrial, merged: TrialResult, run_dir: RunDir) -> 
         checkpoint=CHECKPOINT_NAME if run_dir.checkpoint.is_file() else None)
 
 
+@dataclass
+class _OpenGpu:
+    """A shared GPU (:mod:`scheduler.sharing`) as rank 0 counts its busy time."""
+
+    since: float  # its first resident's start
+    residents: int = 0
+
+
 class SchedulerRank(LoopActions):
     """The scheduler loop on rank 0. Built by :func:`scheduler.runtime.run.run_campaign`.
 
@@ -145,6 +154,7 @@ class SchedulerRank(LoopActions):
         progress: ProgressLine,
         clock: Callable[[], float] = time.time,
         stopper: Stopper | None = None,
+        sharing: GpuSharing | None = None,
     ) -> None:
         self.transport = transport
         self.cfg = config
@@ -155,7 +165,8 @@ class SchedulerRank(LoopActions):
         self.progress = progress
         self.clock = clock
         state = session.state
-        self.loop = CampaignLoop(LoopRules.from_campaign(config, layout.slots_per_node), layout.make_pool(),
+        rules = LoopRules.from_campaign(config, layout.slots_per_node, sharing or GpuSharing())
+        self.loop = CampaignLoop(rules, layout.make_pool(),
                                  policy, sizer, self, Outcomes.from_state(state), state.next_trial_id,
                                  stopper=stopper, progress_history=state.progress)
         # trial ids from here on have no directory yet: their agents create it and write the config
@@ -173,6 +184,7 @@ class SchedulerRank(LoopActions):
         self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
+        self._shared_gpus: dict[int, _OpenGpu] = {}  # slot of a shared GPU -> since when, residents
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
         self._last_csv = time.monotonic()
@@ -204,6 +216,8 @@ class SchedulerRank(LoopActions):
 
     def start(self, rt: RunningTrial) -> None:
         self._parts[rt.spec.trial_id] = {}
+        if rt.on_shared_gpu:
+            self._shared_gpus.setdefault(rt.slots[0], _OpenGpu(rt.start_time)).residents += 1
         self._journal_start(rt)
         self._send_start(rt.spec, rt.slots, after=None)
 
@@ -364,8 +378,7 @@ class SchedulerRank(LoopActions):
         if len(parts) == len(rt.slots):
             # busy until its processes ended (a trial sent ahead on its slot starts then, not when
             # rank 0 hears of it: counting to now would count that span twice, above 100%)
-            ended = min(now, max(p.end_time for p in parts.values()))
-            self._busy_slot_s += len(rt.slots) * max(0.0, ended - rt.start_time)
+            self._count_busy(rt, min(now, max(p.end_time for p in parts.values())))
             outcome = merge_parts(list(parts.values()), len(rt.slots), self.cfg.resources.device,
                                   float(self.cfg.trial_time_limit_s))
             result = outcome.result
@@ -381,6 +394,18 @@ class SchedulerRank(LoopActions):
                 if r not in parts:
                     kill = KillTrial(msg.trial_id, msg.attempt, f"rank {msg.rank} of the trial failed")
                     self.transport.send(self.layout.slot_to_rank[slot], TAG_KILL, kill)
+
+    def _count_busy(self, rt: RunningTrial, ended: float) -> None:
+        """Slot-seconds ``rt`` kept busy; a shared GPU counts once, from its first resident's start
+        to its last resident's end (one agent reports its slot's exits in order)."""
+        if not rt.on_shared_gpu:
+            self._busy_slot_s += len(rt.slots) * max(0.0, ended - rt.start_time)
+            return
+        gpu = self._shared_gpus[rt.slots[0]]
+        gpu.residents -= 1
+        if gpu.residents == 0:
+            self._busy_slot_s += max(0.0, ended - gpu.since)
+            del self._shared_gpus[rt.slots[0]]
 
     def _write_result(self, trial_id: int, result: TrialResult) -> None:
         """Write the result the runtime made for a trial; a trial directory that cannot take it
@@ -423,12 +448,15 @@ class SchedulerRank(LoopActions):
     def _snapshot(self, now: float) -> ProgressSnapshot:
         elapsed = now - self.t_go
         running = self.loop.book.running.values()
-        busy_now = sum(len(rt.slots) * max(0.0, now - rt.start_time) for rt in running)
+        alone = [rt for rt in running if not rt.on_shared_gpu]
+        busy_now = sum(len(rt.slots) * max(0.0, now - rt.start_time) for rt in alone)
+        busy_now += sum(max(0.0, now - gpu.since) for gpu in self._shared_gpus.values())
         total = self.layout.usable_slots
         util = min(1.0, (self._busy_slot_s + busy_now) / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
         out = self.loop.outcomes
+        slots_used = sum(len(rt.slots) for rt in alone) + len(self._shared_gpus)
         return ProgressSnapshot(out.finished, self.cfg.max_trials, len(running), out.failed, out.best_objective,
-                                sum(len(rt.slots) for rt in running), total, util, self.elapsed_total_s(now))
+                                slots_used, total, util, self.elapsed_total_s(now))
 
     def _periodic(self, now: float) -> None:
         mono = time.monotonic()

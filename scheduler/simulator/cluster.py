@@ -273,6 +273,22 @@ class SimulatedCluster(LoopActions):
         self.shared_attempts += 1
         self._push_failure(rt, duration)
         self.shared_clock.join(rt.spec.trial_id, rt.slots[0], duration, rt.start_time)
+        limit = self.by_id[rt.spec.trial_id].time_limit_s - rt.spec.time_used_s
+        if math.isfinite(limit):
+            self.events.push(rt.start_time + max(limit, 0.0), "shared_limit", (rt.spec.trial_id, rt.spec.attempt, None))
+
+    def limit_shared(self, rt: RunningTrial) -> None:
+        """A trial on a shared GPU reached its time limit (sharing stretched it): like the trainer,
+        it ends after the epoch in progress, a timeout with fewer epochs (unless it ends by then)."""
+        assert self.shared_clock is not None
+        tid = rt.spec.trial_id
+        t = self.by_id[tid]
+        per_epoch = t.true_epoch_s(1)
+        done = self.shared_clock.work_done(tid, self.now)
+        in_progress = math.floor(max(done - t.startup_s, 0.0) / per_epoch) + 1 if per_epoch > 0 else t.epochs
+        if in_progress < self.last_epoch[tid]:
+            self.last_epoch[tid] = in_progress
+            self.shared_clock.end_after(tid, t.startup_s + in_progress * per_epoch, self.now)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         pass  # the slot's virtual agent starts it when ``before`` ends (promoted)

@@ -229,6 +229,8 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=detail), now)
         elif cluster.move_after.get(trial_id) == detail:
             loop.trial_moved(trial_id, attempt, detail, now)
+    elif kind == "shared_limit":
+        cluster.limit_shared(rt)
     elif kind == "shared_end":  # detail: the shared clock's version of the prediction
         if cluster.shared_clock is not None and cluster.shared_clock.is_current(trial_id, detail):
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time), now)

@@ -7,6 +7,8 @@ remaining work is advanced at the old rate and its end predicted again at the ne
 events of the old prediction carry an older version and are void. Start-up is charged like the
 epochs (it is partly CPU and I/O: the charge is the larger one). Shared trials report no epochs (an
 early-discarding stopper never sees them; the campaign re-estimates them from their predictions).
+A resident still running at its time limit ends, like the trainer, after the epoch in progress
+(:meth:`end_after`; a timeout with the epochs it finished).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class SharedClock:
         self.push = push
         self._gpus: dict[int, _Gpu] = {}  # slot -> its residents
         self._slot_of: dict[int, int] = {}  # trial id -> slot
+        self._work: dict[int, float] = {}  # trial id -> alone-seconds of work it does in all
 
     def rate(self, n: int) -> float:
         """Each of ``n`` residents' speed relative to alone."""
@@ -44,6 +47,21 @@ class SharedClock:
         self._advance(gpu, now)
         gpu.remaining[trial_id] = duration
         self._slot_of[trial_id] = slot
+        self._work[trial_id] = duration
+        self._predict(gpu, now)
+
+    def work_done(self, trial_id: int, now: float) -> float:
+        """Alone-seconds of work ``trial_id`` has done by ``now``."""
+        gpu = self._gpus[self._slot_of[trial_id]]
+        self._advance(gpu, now)
+        return self._work[trial_id] - gpu.remaining[trial_id]
+
+    def end_after(self, trial_id: int, work: float, now: float) -> None:
+        """``trial_id`` ends once it has done ``work`` alone-seconds in all (its trainer stops early)."""
+        done = self.work_done(trial_id, now)
+        gpu = self._gpus[self._slot_of[trial_id]]
+        gpu.remaining[trial_id] = max(work - done, 0.0)
+        self._work[trial_id] = work
         self._predict(gpu, now)
 
     def leave(self, trial_id: int, now: float) -> None:
@@ -54,6 +72,7 @@ class SharedClock:
         gpu = self._gpus[slot]
         self._advance(gpu, now)
         del gpu.remaining[trial_id]
+        del self._work[trial_id]
         if gpu.remaining:
             self._predict(gpu, now)
         else:

@@ -14,6 +14,7 @@ import numpy as np
 from scheduler.cost_model import MPNN_COSTS, CostAnchors, CostModel, DatasetStats, ParallelEfficiency, TrialFeatures, TypeRates
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.simulator.error_model import ErrorModel, LognormalError
+from scheduler.sharing import Packing
 from scheduler.sizing import Sizer, default_sizes
 
 # A large multi-dataset run (HydraGNN multidataset HPO-like): graphs, mean atoms and directed edges
@@ -155,12 +156,17 @@ def make_cost_model(slots_per_node: int) -> CostModel:
                      efficiency=ParallelEfficiency(slots_per_node=slots_per_node), anchors=SIM_ANCHORS)
 
 
+def default_time_limit(target_seconds: float) -> float:
+    """A generated workload's trial time limit unless given: 3x the sizing target."""
+    return 3.0 * target_seconds
+
+
 def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate_error: float,
                       seed: int, target_seconds: float = 1800.0, max_trial_nodes: int = 256,
                       time_limit_s: float | None = None, cost_model: CostModel | None = None,
                       moldable: bool = True, curves: bool = False, startup_s: float = STARTUP_S,
                       error_model: ErrorModel | None = None, space: str = "hydragnn",
-                      pack_below: float | None = None) -> list[SimTrial]:
+                      packing: Packing | None = None) -> list[SimTrial]:
     """``num_trials`` trials: features -> cost model -> sizer (memory first, then the target
     duration) -> predicted seconds; true seconds = predicted x the error model's first factor (by
     default :class:`LognormalError` ``(estimate_error)``: exp(N(0, estimate_error^2)), no learning),
@@ -175,11 +181,10 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
     drawn from its own generator so the trials are the same with or without).
     The time limit is like the runtime's ``trial_time_limit_s`` (the trainer's time budget), by
     default 3 x the target. ``space``: a name of :data:`SEARCH_SPACES` the configurations come from.
-    ``pack_below``: the sizer's (:class:`~scheduler.sizing.Sizer`): with GPU sharing, trials that use
-    less than this share of a GPU alone, and are predicted to end within the time limit there, are
-    sized at one slot.
+    ``packing``: the sizer's (:class:`~scheduler.sizing.Sizer`) with GPU sharing: the small trials
+    it keeps at one GPU (:meth:`scheduler.sharing.GpuSharing.packing`).
     """
-    limit = time_limit_s if time_limit_s is not None else 3.0 * target_seconds
+    limit = time_limit_s if time_limit_s is not None else default_time_limit(target_seconds)
     if num_trials < 1:
         raise ValueError(f"num_trials must be >= 1, got {num_trials}")
     if estimate_error < 0:
@@ -193,7 +198,7 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
     errors = error_model or LognormalError(estimate_error)
     model = cost_model or make_cost_model(slots_per_node)
     sizer = Sizer(model, default_sizes(slots_per_node, min(nodes, max_trial_nodes)), target_seconds,
-                  memory_per_slot_gb=GCD_MEMORY_GB, pack_below=pack_below, pack_within_s=limit)
+                  memory_per_slot_gb=GCD_MEMORY_GB, packing=packing)
     trials = []
     for tid in range(num_trials):
         features = sample(rng)

@@ -493,3 +493,19 @@ def test_a_placement_that_is_not_registered_is_refused_before_anything_starts(tm
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "placement 'best-fit' is not available; choose one of" in errors[0]
     assert not out.exists()
+
+
+def test_the_sharing_notice_says_where_nvidia_mps_is_missing(tmp_path: Path) -> None:
+    from scheduler.runtime.launch import mps_control_found
+    from scheduler.runtime.run import sharing_notice
+    from scheduler.sharing import ColocationCurve, GpuSharing
+
+    rule = GpuSharing.parse("auto", 80.0, ColocationCurve({1: 1.0, 2: 1.7, 4: 2.5}))
+    hellos = [AgentHello(1, "n1", {}, mps_control=True), AgentHello(2, "n2", {}, mps_control=False)]
+    text = sharing_notice(rule, "gpu", hellos)
+    assert text.startswith("gpu_sharing auto: trials predicted to use under 40% of a GPU alone share one, up to 4")
+    assert "no NVIDIA MPS control daemon on n2: they are time-sliced" in text and "n1" not in text
+    assert "kernels run concurrently" in sharing_notice(rule, "gpu", hellos[:1])
+    assert not mps_control_found({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+    (tmp_path / "control").touch()  # where the daemon's pipe would be
+    assert mps_control_found({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})

@@ -154,3 +154,21 @@ def test_values_a_library_cannot_hold_and_names_with_a_newline_are_refused(campa
     space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 1, "high": 2**63}}
     with pytest.raises(CampaignConfigError, match=r"'NeuralNetwork.Architecture.hidden_dim': 'high' must be within"):
         load_campaign(campaign_files(search_space=space))
+
+
+def test_gpu_sharing_words_and_the_curve_it_needs(campaign_files, tmp_path):
+    (tmp_path / "curve.json").write_text(json.dumps({"aggregate": {"1": 1.0, "2": 1.7}}))
+    config = load_campaign(campaign_files(resources={"gpu_sharing": 2, "colocation_curve": "curve.json",
+                                                     "device_memory_gb": 80}))
+    assert config.resources.gpu_sharing == "2" and config.resources.device_memory_gb == 80
+    assert config.resources.colocation_curve == (tmp_path / "curve.json").resolve()  # relative to the file
+    assert load_campaign(campaign_files()).resources.gpu_sharing == "off"
+    assert load_campaign(campaign_files(resources={"gpu_sharing": 1})).resources.gpu_sharing == "off"
+    with pytest.raises(CampaignConfigError, match="gpu_sharing: auto needs colocation_curve, a file measured"):
+        load_campaign(campaign_files(resources={"gpu_sharing": "auto", "device": "gpu"}))
+    with pytest.raises(CampaignConfigError, match="gpu_sharing: auto judges each trial's predicted GPU utilisation"):
+        load_campaign(campaign_files(resources={"gpu_sharing": "auto", "colocation_curve": "curve.json"}))
+    with pytest.raises(CampaignConfigError, match="must be off, auto or a number of trials per GPU"):
+        load_campaign(campaign_files(resources={"gpu_sharing": "lots", "colocation_curve": "curve.json"}))
+    with pytest.raises(CampaignConfigError, match="resources.colocation_curve: .*missing.json is not a file"):
+        load_campaign(campaign_files(resources={"gpu_sharing": 2, "colocation_curve": "missing.json"}))

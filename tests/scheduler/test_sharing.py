@@ -10,7 +10,7 @@ import pytest
 
 from hydragnn_ensemble.cli import main
 from scheduler.cost_model import TrialFeatures
-from scheduler.sharing import (ColocationCurve, GpuSharing, ShareDemand, SharingError, SharingMode,
+from scheduler.sharing import (ColocationCurve, GpuSharing, Packing, ShareDemand, SharingError, SharingMode,
                                share_key)
 from scheduler.simulator import SimConfig, SimTrial, generate_workload, simulate
 from scheduler.simulator.workload import make_cost_model
@@ -57,6 +57,20 @@ def test_sharing_rule_admits_by_memory_utilisation_and_count() -> None:
         GpuSharing.parse("many", 10.0, CURVE)
 
 
+def test_no_resident_is_packed_past_the_time_limit() -> None:
+    """The curve's slowdowns at k = 1..4 are 1, 1.25, 1.5 (k = 3 interpolated: aggregate 2.0) and
+    1.67. Time limit 100 s: a 70 s trial may share with one other (87.5 s), not be one of three
+    (105 s); a 90 s one runs only alone; a 101 s one never shares."""
+    rule = GpuSharing.parse("4", 64.0, CURVE, time_limit_s=100.0)
+    short, mid, long_ = ShareDemand(1.0, 0.1, 30.0), ShareDemand(1.0, 0.1, 70.0), ShareDemand(1.0, 0.1, 90.0)
+    assert rule.slowdowns == pytest.approx((1.0, 1.25, 1.5, 4 / 2.4))
+    assert rule.admits(mid, (short,)) and not rule.admits(short, (short, mid))  # the resident would pass it
+    assert rule.admits(short, (short, short, short))  # 30 s x 1.67 = 50 s
+    assert rule.admits(long_, ()) and not rule.admits(short, (long_,))
+    assert not rule.admits(ShareDemand(1.0, 0.1, 101.0), ())
+    assert GpuSharing.parse("4", 64.0, CURVE).admits(short, (long_, long_, long_))  # no limit: count and memory
+
+
 def test_utilisation_alone_grows_with_the_model_and_small_trials_are_sized_at_one_slot() -> None:
     model = make_cost_model(8)
     small, large = TrialFeatures("GIN", 32, 2, 16, 60, 1), TrialFeatures("SchNet", 1024, 6, 128, 60, 1)
@@ -65,12 +79,17 @@ def test_utilisation_alone_grows_with_the_model_and_small_trials_are_sized_at_on
     assert model.utilisation_alone(TrialFeatures("GIN", 64, 2, 16, 60, 1)) > u_small
     sizes = default_sizes(8, 4)
     spread = Sizer(model, sizes, target_seconds=60.0).choose(small)
-    packed = Sizer(model, sizes, target_seconds=60.0, pack_below=0.4).choose(small)
+    packed = Sizer(model, sizes, target_seconds=60.0, packing=Packing(0.4)).choose(small)
     assert spread.slots > 1 and spread.alternatives  # the target duration alone spreads it
     assert packed.slots == 1 and packed.alternatives == ()
-    too_long = Sizer(model, sizes, target_seconds=60.0, pack_below=0.4, pack_within_s=0.5 * packed.predicted_seconds)
+    moldable = Sizer(model, sizes, target_seconds=60.0, packing=Packing(0.4, rigid=False)).choose(small)
+    assert moldable.slots == 1 and {n for n, _ in moldable.alternatives} >= {spread.slots}  # placement may spread it
+    rule = GpuSharing.parse("auto", 64.0, CURVE)
+    assert rule.packing(3.9).rigid is False and rule.packing(4.0).rigid is True  # few trials per GPU: moldable
+    assert GpuSharing().packing(100.0) is None
+    too_long = Sizer(model, sizes, target_seconds=60.0, packing=Packing(0.4, 0.5 * packed.predicted_seconds))
     assert too_long.choose(small) == spread  # beyond the time limit on one GPU: sized as without sharing
-    assert Sizer(model, sizes, target_seconds=60.0, pack_below=0.4).choose(large).slots > 1
+    assert Sizer(model, sizes, target_seconds=60.0, packing=Packing(0.4)).choose(large).slots > 1
 
 
 def _residents(state) -> dict[int, list[int]]:
@@ -86,8 +105,8 @@ def test_the_loop_packs_small_trials_within_memory_and_count_and_returns_every_g
     space (0.50-0.75 GB each) on 2 nodes x 4 GPUs of 2.2 GB, 4 per GPU at most: at every event no GPU
     holds more than 4 trials or more than its memory, a shared GPU is held in the pool by its share
     key; every trial finishes."""
-    trials = generate_workload(300, 2, 4, 0.3, seed=1, space="demo", pack_below=0.4)
-    sharing = GpuSharing(SharingMode.FIXED, 4, device_memory_gb=2.2)
+    trials = generate_workload(300, 2, 4, 0.3, seed=1, space="demo", packing=Packing(0.4))
+    sharing = GpuSharing.parse("4", 2.2, CURVE)
     memory = {t.trial_id: t.memory_per_slot_gb for t in trials}
     seen = collections.Counter()
 
@@ -111,11 +130,23 @@ def test_processor_sharing_at_the_curve_s_rate() -> None:
     125 s; trial 1 (200 s alone) has done 100 s of its work by then and runs alone: it ends at 225 s.
     Without sharing they run one after the other (300 s)."""
     w = [SimTrial(0, 1, 100.0, 100.0), SimTrial(1, 1, 200.0, 200.0)]
-    shared = simulate(w, SimConfig(nodes=1, gpus_per_node=1, gpu_sharing=GpuSharing(SharingMode.FIXED, 2),
+    shared = simulate(w, SimConfig(nodes=1, gpus_per_node=1, gpu_sharing=GpuSharing.parse("2", 64.0, CURVE),
                                    colocation=CURVE, reveal_epochs=False))
     ends = sorted((r.trial_id, r.start, r.end) for r in shared.records)
     assert ends == [(0, 0.0, 125.0), (1, 0.0, 225.0)]
     assert simulate(w, SimConfig(nodes=1, gpus_per_node=1)).summary["makespan_s"] == 300.0
+
+
+def test_a_shared_trial_stretched_past_its_time_limit_ends_after_the_epoch_in_progress() -> None:
+    """As above, but trial 0 is 10 epochs of 10 s with a 110 s limit: at 110 s it has done 88 s of
+    work (rate 0.8), so it ends after epoch 9 (90 s of work, at 112.5 s), a timeout with 9 epochs;
+    trial 1 has done 90 s by then and ends at 222.5 s."""
+    w = [SimTrial(0, 1, 100.0, 100.0, time_limit_s=110.0, epochs=10, epoch_s=10.0), SimTrial(1, 1, 200.0, 200.0)]
+    shared = simulate(w, SimConfig(nodes=1, gpus_per_node=1, gpu_sharing=GpuSharing.parse("2", 64.0, CURVE),
+                                   colocation=CURVE, reveal_epochs=False))
+    ends = {r.trial_id: r for r in shared.records}
+    assert (ends[0].end, ends[0].epochs) == (pytest.approx(112.5), 9)
+    assert ends[1].end == pytest.approx(222.5) and ends[1].epochs == 1
 
 
 def test_simulate_cli_with_sharing(tmp_path, capsys) -> None:

@@ -58,6 +58,7 @@ def paths(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
     from pathlib import Path
 
     from hydragnn_ensemble.cli import UserError
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.sharing import ColocationCurve, GpuSharing, SharingError
     from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
         replay_workload, simulate
-    from scheduler.simulator.workload import SEARCH_SPACES
+    from scheduler.simulator.workload import SEARCH_SPACES, default_time_limit
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.trials < 1:
         raise UserError("--nodes, --gpus-per-node and --trials must be >= 1")
@@ -76,13 +77,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_policy_name(args.policy)
         curve = ColocationCurve.read(Path(args.colocation_curve)) if args.colocation_curve else None
-        sharing = GpuSharing.parse(args.gpu_sharing, args.device_memory_gb, curve)
+        limit = math.inf if args.replay else default_time_limit(args.target_duration)  # what the trials get
+        sharing = GpuSharing.parse(args.gpu_sharing, args.device_memory_gb, curve, limit)
         if args.replay:
             trials = replay_workload(args.replay, args.gpus_per_node, args.estimate_error, args.seed)
         else:  # with sharing, small trials are sized at one slot (packed, not spread)
             trials = generate_workload(args.trials, args.nodes, args.gpus_per_node, args.estimate_error,
                                        args.seed, target_seconds=args.target_duration, space=args.space,
-                                       pack_below=sharing.small_below if sharing.enabled else None)
+                                       time_limit_s=limit,
+                                       packing=sharing.packing(args.trials / (args.nodes * args.gpus_per_node)))
         config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy,
                            block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
