@@ -182,16 +182,18 @@ class GpuSharing:
         memory, then time: the slowest of them, stretched by the curve's slowdown for one more
         resident, must still end within the time limit (whole predicted runs are stretched: an
         upper bound); then, for ``auto``, every one small and their utilisations within budget."""
-        if not self.enabled or demand is None:
+        if self.mode == SharingMode.OFF or demand is None:
             return False
-        after = load.plus(demand)
-        if after.count > self.per_gpu or after.memory_gb > self.device_memory_gb:
+        count = load.count + 1  # (the load with it added, without building it: this runs per probe)
+        if count > self.per_gpu or load.memory_gb + demand.memory_gb > self.device_memory_gb:
             return False
-        if after.longest_s * self.slowdowns[after.count - 1] > self.time_limit_s:
+        if max(load.longest_s, demand.seconds) * self.slowdowns[count - 1] > self.time_limit_s:
             return False
         if self.mode == SharingMode.FIXED:
             return True
-        return after.peak_utilisation < self.small_below and after.utilisation <= self.utilisation_budget
+        u = demand.utilisation
+        return (u is not None and max(load.peak_utilisation, u) < self.small_below
+                and load.utilisation + u <= self.utilisation_budget)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ class TrialBook:
         self.shared: dict[int, SharedGpu] = {}  # slot -> the GPU's residents
         self._shared_of: dict[int, int] = {}  # running trial on a shared GPU -> its slot
         self._by_count: list[dict[int, None]] = [{} for _ in range(self.sharing.per_gpu + 1)]  # residents -> slots
-        self._probed: set[int] = set()  # waiting trials no shared GPU admitted when they were probed
+        self._unprobed: dict[int, ShareDemand] = {}  # waiting trials that may share, not yet probed
+        self._probed: dict[int, ShareDemand] = {}  # waiting trials no shared GPU admitted when probed
         self._roomier: dict[int, None] = {}  # shared GPUs opened or left since the last join pass
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
@@ -61,7 +62,16 @@ class TrialBook:
         self.waiting[spec.trial_id] = spec
         if spec.sized is None:
             spec.sized = self.sizer.choose(spec.params)
+        self._may_share(spec)
         self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+
+    def _may_share(self, spec: TrialSpec) -> None:
+        """A waiting trial that could share a GPU is probed at the next join pass."""
+        self._probed.pop(spec.trial_id, None)
+        self._unprobed.pop(spec.trial_id, None)
+        demand = spec.sized.demand() if self.sharing.enabled and spec.sized is not None else None
+        if demand is not None and self.sharing.admits_onto(demand, ShareLoad()):
+            self._unprobed[spec.trial_id] = demand
 
     def reprice(self, now: float) -> int:
         """Ask the sizer again for every waiting first attempt (the cost model learnt since they
@@ -75,7 +85,7 @@ class TrialBook:
             if spec.sized is not None and sized == spec.sized:
                 continue
             spec.sized, spec.size = sized, sized.slots
-            self._probed.discard(spec.trial_id)  # its demand changed: every shared GPU may take it now
+            self._may_share(spec)  # its demand changed: probed again on every shared GPU
             self.policy.update(trial_request(spec.trial_id, spec.size, sized, now))
             changed += 1
         return changed
@@ -141,33 +151,46 @@ class TrialBook:
 
     def _join_shared(self, now: float) -> list[RunningTrial]:
         """Waiting single-slot trials onto shared GPUs with room, each on the GPU with the fewest
-        residents that admits it (at most :data:`JOIN_PROBES` GPUs tried per resident count). A
-        trial no GPU admitted is tried again only on the GPUs that gained room since."""
+        residents that admits it. A trial is probed once when it starts waiting (at most
+        :data:`JOIN_PROBES` GPUs per resident count); one that no GPU admitted is tried again, oldest
+        first, only on the GPUs that gained room since (a resident left, or the GPU became shared)."""
         started = []
         roomier = [self.shared[s] for s in self._roomier if s in self.shared]
         self._roomier = {}
-        self._probed.intersection_update(self.waiting)
-        for trial_id in list(self.waiting):
-            spec = self.waiting[trial_id]
-            demand = spec.sized.demand() if spec.sized is not None else None
-            if demand is None or not self.sharing.admits_onto(demand, ShareLoad()):
+        for trial_id, demand in list(self._probed.items()) if roomier else ():
+            if trial_id not in self.waiting:  # started by placement, sent ahead or dropped since
+                del self._probed[trial_id]
                 continue
-            gpu = self._gpu_among(roomier, demand) if trial_id in self._probed else self._gpu_for(demand)
+            gpu = self._gpu_among(roomier, demand)
+            if gpu is not None:
+                del self._probed[trial_id]
+                started.append(self._join(trial_id, gpu, demand, now))
+                roomier = [g for g in roomier if g.load.count < self.sharing.per_gpu]
+                if not roomier:
+                    break
+        for trial_id, demand in list(self._unprobed.items()):
+            del self._unprobed[trial_id]
+            if trial_id not in self.waiting:
+                continue
+            gpu = self._gpu_for(demand)
             if gpu is None:
-                self._probed.add(trial_id)
-                continue
-            self._probed.discard(trial_id)
-            del self.waiting[trial_id]
-            self.policy.cancel(trial_id)
-            spec.size = 1
-            rt = self._run(spec, (gpu.slot,), now)
-            rt.on_shared_gpu = True
-            self._move_count(gpu, +1)
-            gpu.join(trial_id, demand)
-            self._shared_of[trial_id] = gpu.slot
-            self._tell_end(gpu, now)
-            started.append(rt)
+                self._probed[trial_id] = demand
+            else:
+                started.append(self._join(trial_id, gpu, demand, now))
         return started
+
+    def _join(self, trial_id: int, gpu: SharedGpu, demand: ShareDemand, now: float) -> RunningTrial:
+        """Waiting ``trial_id`` runs on shared ``gpu`` from ``now`` on."""
+        spec = self.waiting.pop(trial_id)
+        self.policy.cancel(trial_id)
+        spec.size = 1
+        rt = self._run(spec, (gpu.slot,), now)
+        rt.on_shared_gpu = True
+        self._move_count(gpu, +1)
+        gpu.join(trial_id, demand)
+        self._shared_of[trial_id] = gpu.slot
+        self._tell_end(gpu, now)
+        return rt
 
     def _gpu_for(self, demand: ShareDemand) -> SharedGpu | None:
         for count in range(1, self.sharing.per_gpu):
