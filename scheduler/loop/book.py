@@ -25,6 +25,8 @@ from scheduler.sizing import TrialSizer, trial_request
 
 #: shared GPUs looked at per waiting trial and resident count before the next count is tried
 JOIN_PROBES = 8
+#: trials that did not fit, looked at per GPU that gained room, before a join pass gives up on it
+JOIN_SCAN = 64
 
 
 class TrialBook:
@@ -153,21 +155,27 @@ class TrialBook:
         """Waiting single-slot trials onto shared GPUs with room, each on the GPU with the fewest
         residents that admits it. A trial is probed once when it starts waiting (at most
         :data:`JOIN_PROBES` GPUs per resident count); one that no GPU admitted is tried again, oldest
-        first, only on the GPUs that gained room since (a resident left, or the GPU became shared)."""
+        first, only on the GPUs that gained room since (a resident left, or the GPU became shared),
+        looking at no more than :data:`JOIN_SCAN` trials that do not fit per such GPU."""
         started = []
         roomier = [self.shared[s] for s in self._roomier if s in self.shared]
         self._roomier = {}
-        for trial_id, demand in list(self._probed.items()) if roomier else ():
+        misses, done = JOIN_SCAN * len(roomier), []
+        for trial_id, demand in self._probed.items() if roomier else ():  # oldest first
             if trial_id not in self.waiting:  # started by placement, sent ahead or dropped since
-                del self._probed[trial_id]
+                done.append(trial_id)
                 continue
             gpu = self._gpu_among(roomier, demand)
             if gpu is not None:
-                del self._probed[trial_id]
+                done.append(trial_id)
                 started.append(self._join(trial_id, gpu, demand, now))
                 roomier = [g for g in roomier if g.load.count < self.sharing.per_gpu]
-                if not roomier:
-                    break
+            else:
+                misses -= 1
+            if not roomier or misses == 0:
+                break
+        for trial_id in done:
+            del self._probed[trial_id]
         for trial_id, demand in list(self._unprobed.items()):
             del self._unprobed[trial_id]
             if trial_id not in self.waiting:

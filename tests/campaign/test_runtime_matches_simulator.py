@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from campaign_testkit import write_campaign
 from hpo.campaign import load_campaign
@@ -24,6 +27,7 @@ from scheduler.runtime.scheduler_rank import SchedulerRank
 from scheduler.placement.registry import make_policy
 from scheduler.simulator import SimConfig, SimTrial, simulate
 from scheduler.simulator.cluster import EventQueue
+from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.sizing import SizedTrial
 
 NODES, SLOTS_PER_NODE = 2, 2
@@ -117,20 +121,30 @@ class VirtualAgents:
         pass
 
 
-def run_runtime(tmp_path: Path, max_trials: int) -> tuple[list[tuple], list[dict], int]:
-    """The runtime's rank 0 on virtual agents; returns its starts, the suggested parameters and
-    how many trials sent ahead were taken back."""
+class SharingTableSizer(TableSizer):
+    """The table's sizes, with 1 GB and 10% of a GPU predicted for every trial (so each single-slot
+    trial may share a GPU)."""
+
+    def choose(self, params):
+        return replace(sized(params), memory_gb=1.0, utilisation=0.1)
+
+
+def run_runtime(tmp_path: Path, max_trials: int, sizer=None, sharing: GpuSharing | None = None,
+                prefetch_below_s: float = 2.0) -> tuple[list[tuple], list[dict], int, SchedulerRank]:
+    """The runtime's rank 0 on virtual agents; returns its starts, the suggested parameters, how
+    many trials sent ahead were taken back, and the rank itself (after its run)."""
     campaign = write_campaign(tmp_path / "in", max_trials=max_trials, optimizer={"name": "random"},
-                              prefetch_below_s=2.0, resources={"slots_per_node": SLOTS_PER_NODE,
-                                                              "slots_per_trial": [1, 2]})
+                              prefetch_below_s=prefetch_below_s,
+                              resources={"slots_per_node": SLOTS_PER_NODE, "slots_per_trial": [1, 2]})
     cfg = load_campaign(campaign)
     cdir = CampaignDir(tmp_path / "campaign")
     session = CampaignSession.open(cfg, cdir, resume=False, ask_batch=4)
     hellos = [AgentHello(rank, f"node{(rank - 1) // SLOTS_PER_NODE}", {}) for rank in range(1, 1 + NODES * SLOTS_PER_NODE)]
     layout = build_layout(hellos, SLOTS_PER_NODE)
     agents = VirtualAgents()
-    sched = SchedulerRank(agents, cfg, cdir, layout, make_policy("load-aware"), TableSizer(), session,
-                          lambda params: params, ProgressLine(enabled=False), clock=lambda: agents.now)
+    sched = SchedulerRank(agents, cfg, cdir, layout, make_policy("load-aware"), sizer or TableSizer(), session,
+                          lambda params: params, ProgressLine(enabled=False), clock=lambda: agents.now,
+                          sharing=sharing)
     try:
         now = 0.0
         while True:
@@ -151,11 +165,11 @@ def run_runtime(tmp_path: Path, max_trials: int) -> tuple[list[tuple], list[dict
     starts = sorted((e["time"], e["trial_id"], e["attempt"], tuple(e["slots"]), e.get("queued_after"))
                     for e in events if e["event"] == "trial_started")
     suggested = [e["params"] for e in events if e["event"] == "trial_suggested"]
-    return starts, suggested, agents.taken_back
+    return starts, suggested, agents.taken_back, sched
 
 
 def test_runtime_and_simulator_make_the_same_decisions(tmp_path):
-    starts, suggested, taken_back = run_runtime(tmp_path, max_trials=24)
+    starts, suggested, taken_back, _ = run_runtime(tmp_path, max_trials=24)
     assert len(suggested) == 24 and len(starts) == 24
     workload = [SimTrial(i, sized(p).slots, sized(p).predicted_seconds, true_seconds(p)) for i, p in enumerate(suggested)]
     config = SimConfig(nodes=NODES, gpus_per_node=SLOTS_PER_NODE, policy="load-aware", pool_factor=2.0,
@@ -169,3 +183,52 @@ def test_runtime_and_simulator_make_the_same_decisions(tmp_path):
     assert len([s for s in starts if s[4] is not None]) == 3 and taken_back == 1
     assert any(len(s[3]) == SLOTS_PER_NODE for s in starts)
     assert math.isclose(max(r.end for r in sim.records), sim.summary["makespan_s"])
+
+
+def test_with_gpu_sharing_too_and_rank_0_counts_a_shared_gpu_busy_once(tmp_path):
+    """Two trials per GPU at no slowdown (aggregate(2) = 2: the virtual agents run shared trials at
+    full speed): the runtime and the simulator start the same trials on the same slots at the same
+    times. Rank 0's utilisation counts each slot busy while any trial runs there (the union of its
+    trials' runs, from the journal), not once per trial."""
+    curve = ColocationCurve({1: 1.0, 2: 2.0}, "no slowdown")
+    sharing = GpuSharing.parse("2", 64.0, curve, time_limit_s=20.0)
+    starts, suggested, _, sched = run_runtime(tmp_path, max_trials=24, sizer=SharingTableSizer(), sharing=sharing,
+                                              prefetch_below_s=0.0)
+    assert len(starts) == 24
+    workload = [SimTrial(i, sized(p).slots, sized(p).predicted_seconds, true_seconds(p), memory_per_slot_gb=1.0)
+                for i, p in enumerate(suggested)]
+    sim = simulate(workload, SimConfig(nodes=NODES, gpus_per_node=SLOTS_PER_NODE, policy="load-aware",
+                                       pool_factor=2.0, prefetch_below_s=0.0, retries=0, gpu_sharing=sharing,
+                                       colocation=curve))
+    sim_starts = sorted((r.start, r.trial_id, r.attempt - 1, tuple(r.held)) for r in sim.records)
+    assert [(t, tid, a, slots) for t, tid, a, slots, _ in starts] == [(t, tid, a, slots) for t, tid, a, slots in sim_starts]
+    assert 0 < sim.summary["gpu_sharing"]["shared_attempts"] < 24  # shared single-slot and unshared whole-node trials
+    events = read_journal(tmp_path / "campaign" / "journal.jsonl").events
+    runs: dict[int, list[tuple[float, float]]] = {}
+    for e in events:
+        if e["event"] == "trial_finished":
+            start = next(s for s in events if s["event"] == "trial_started" and s["trial_id"] == e["trial_id"])
+            for slot in start["slots"]:
+                runs.setdefault(slot, []).append((start["time"], e["time"]))
+    assert max(most_at_once(r) for r in runs.values()) == 2
+    busy = sum(union_length(r) for r in runs.values())
+    snap = sched._snapshot(sched.clock())
+    assert snap.busy_slots == 0 and snap.utilisation == pytest.approx(busy / (snap.elapsed_s * NODES * SLOTS_PER_NODE))
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for s, e in sorted(intervals):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
