@@ -127,14 +127,6 @@ def stopped_by_force(rt: RunningTrial, merged: TrialResult, run_dir: RunDir) -> 
         checkpoint=CHECKPOINT_NAME if run_dir.checkpoint.is_file() else None)
 
 
-@dataclass
-class _OpenGpu:
-    """A shared GPU (:mod:`scheduler.sharing`) as rank 0 counts its busy time."""
-
-    since: float  # its first resident's start
-    residents: int = 0
-
-
 class SchedulerRank(LoopActions):
     """The scheduler loop on rank 0. Built by :func:`scheduler.runtime.run.run_campaign`.
 
@@ -184,7 +176,7 @@ class SchedulerRank(LoopActions):
         self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self._busy_slot_s = 0.0
-        self._shared_gpus: dict[int, _OpenGpu] = {}  # slot of a shared GPU -> since when, residents
+        self._shared_since: dict[int, float] = {}  # slot of a shared GPU -> its first resident's start
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
         self._last_csv = time.monotonic()
@@ -217,7 +209,7 @@ class SchedulerRank(LoopActions):
     def start(self, rt: RunningTrial) -> None:
         self._parts[rt.spec.trial_id] = {}
         if rt.on_shared_gpu:
-            self._shared_gpus.setdefault(rt.slots[0], _OpenGpu(rt.start_time)).residents += 1
+            self._shared_since.setdefault(rt.slots[0], rt.start_time)
         self._journal_start(rt)
         self._send_start(rt.spec, rt.slots, after=None)
 
@@ -376,9 +368,6 @@ class SchedulerRank(LoopActions):
         if msg.fault is not None:  # the machine's fault: stop now; the trial is re-run on --resume
             raise InfrastructureFault(msg.fault, remedy(self.cdir.root, msg.fault))
         if len(parts) == len(rt.slots):
-            # busy until its processes ended (a trial sent ahead on its slot starts then, not when
-            # rank 0 hears of it: counting to now would count that span twice, above 100%)
-            self._count_busy(rt, min(now, max(p.end_time for p in parts.values())))
             outcome = merge_parts(list(parts.values()), len(rt.slots), self.cfg.resources.device,
                                   float(self.cfg.trial_time_limit_s))
             result = outcome.result
@@ -388,6 +377,9 @@ class SchedulerRank(LoopActions):
             if outcome.synthesised or result is not outcome.result:
                 self._write_result(rt.spec.trial_id, result)
             self.loop.trial_ended(msg.trial_id, result, now, max(p.end_time for p in parts.values()))
+            # busy until its processes ended (a trial sent ahead on its slot starts then, not when
+            # rank 0 hears of it: counting to now would count that span twice, above 100%)
+            self._count_busy(rt, min(now, max(p.end_time for p in parts.values())))
         elif (msg.returncode != 0 or msg.timed_out) and msg.trial_id not in self._kill_sent:
             self._kill_sent.add(msg.trial_id)
             for r, slot in enumerate(rt.slots):
@@ -396,16 +388,14 @@ class SchedulerRank(LoopActions):
                     self.transport.send(self.layout.slot_to_rank[slot], TAG_KILL, kill)
 
     def _count_busy(self, rt: RunningTrial, ended: float) -> None:
-        """Slot-seconds ``rt`` kept busy; a shared GPU counts once, from its first resident's start
-        to its last resident's end (one agent reports its slot's exits in order)."""
+        """Slot-seconds ``rt``, which just ended in the loop, kept busy; a shared GPU counts once,
+        from its first resident's start to its last resident's end (when the book gave it back; one
+        agent reports its slot's exits in order)."""
+        slot = rt.slots[0]
         if not rt.on_shared_gpu:
             self._busy_slot_s += len(rt.slots) * max(0.0, ended - rt.start_time)
-            return
-        gpu = self._shared_gpus[rt.slots[0]]
-        gpu.residents -= 1
-        if gpu.residents == 0:
-            self._busy_slot_s += max(0.0, ended - gpu.since)
-            del self._shared_gpus[rt.slots[0]]
+        elif slot not in self.loop.book.shared:
+            self._busy_slot_s += max(0.0, ended - self._shared_since.pop(slot))
 
     def _write_result(self, trial_id: int, result: TrialResult) -> None:
         """Write the result the runtime made for a trial; a trial directory that cannot take it
@@ -450,11 +440,11 @@ class SchedulerRank(LoopActions):
         running = self.loop.book.running.values()
         alone = [rt for rt in running if not rt.on_shared_gpu]
         busy_now = sum(len(rt.slots) * max(0.0, now - rt.start_time) for rt in alone)
-        busy_now += sum(max(0.0, now - gpu.since) for gpu in self._shared_gpus.values())
+        busy_now += sum(max(0.0, now - since) for since in self._shared_since.values())
         total = self.layout.usable_slots
         util = min(1.0, (self._busy_slot_s + busy_now) / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
         out = self.loop.outcomes
-        slots_used = sum(len(rt.slots) for rt in alone) + len(self._shared_gpus)
+        slots_used = sum(len(rt.slots) for rt in alone) + len(self._shared_since)
         return ProgressSnapshot(out.finished, self.cfg.max_trials, len(running), out.failed, out.best_objective,
                                 slots_used, total, util, self.elapsed_total_s(now))
 

@@ -103,6 +103,16 @@ def fault_objective(config: dict) -> float:
     return objective_of(config)
 
 
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The largest number of the ``(start, end)`` intervals open at one moment."""
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    open_now = most = 0
+    for _, step in edges:
+        open_now += step
+        most = max(most, open_now)
+    return most
+
+
 def trial_processes_alive(marker: str) -> list[int]:
     """Pids of live processes whose command line mentions ``marker`` (a campaign directory)."""
     pids = []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from campaign_testkit import write_campaign
+from campaign_testkit import most_at_once, write_campaign
 from hpo.campaign import load_campaign
 from hpo.campaign_dir import CampaignDir
 from hpo.journal import read_journal
@@ -214,15 +214,6 @@ def test_with_gpu_sharing_too_and_rank_0_counts_a_shared_gpu_busy_once(tmp_path)
     busy = sum(union_length(r) for r in runs.values())
     snap = sched._snapshot(sched.clock())
     assert snap.busy_slots == 0 and snap.utilisation == pytest.approx(busy / (snap.elapsed_s * NODES * SLOTS_PER_NODE))
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    now = most = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:

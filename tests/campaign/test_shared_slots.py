@@ -8,19 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from campaign_testkit import events, of, results_rows, run_hpo, write_campaign
+from campaign_testkit import events, most_at_once, of, results_rows, run_hpo, write_campaign
 
 pytestmark = pytest.mark.mpi
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    """The largest number of the ``(start, end)`` intervals open at one moment."""
-    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    open_now = most = 0
-    for _, step in edges:
-        open_now += step
-        most = max(most, open_now)
-    return most
 
 
 def test_one_agent_runs_up_to_k_trials_at_once_and_forwards_each_ones_epochs(tmp_path: Path) -> None:
