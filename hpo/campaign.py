@@ -61,6 +61,9 @@ BUILTIN_TRIAL_PROGRAM = "hydragnn_ensemble"  # the built-in trainer reads HydraG
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+#: the most trials one GPU may hold (NVIDIA MPS serves at most 48 clients per GPU on Volta and newer)
+MAX_TRIALS_PER_GPU = 48
+
 class CampaignConfigError(ValueError):
     """An invalid campaign file; the message names the file and the key."""
 
@@ -107,9 +110,9 @@ class ResourcesConfig(_Strict):
     @classmethod
     def _sharing_word(cls, value: Any) -> str:
         text = str(value).strip().lower()
-        if text in ("off", "auto") or (text.isdigit() and int(text) >= 1):
+        if text in ("off", "auto") or (text.isdigit() and 1 <= int(text) <= MAX_TRIALS_PER_GPU):
             return "off" if text == "1" else text
-        raise ValueError(f"must be off, auto or a number of trials per GPU (2 or more), got {value!r}")
+        raise ValueError(f"must be off, auto or a number of trials per GPU (2 to {MAX_TRIALS_PER_GPU}), got {value!r}")
 
     @model_validator(mode="after")
     def _curve_for_sharing(self) -> "ResourcesConfig":

@@ -40,6 +40,7 @@ from typing import Any
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.status import TrialStatus
 from hydragnn_ensemble.result import HeadMetrics, TrialResult
+from hydragnn_ensemble.untrusted_files import is_regular_file, write_atomic
 
 __all__ = ["FAILURE_MARKER", "METADATA_COLUMNS", "results_rows", "state_from_results_csv", "write_results_csv"]
 
@@ -153,20 +154,24 @@ def results_rows(state: CampaignState) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+class ResultsTableError(OSError):
+    """``results.csv`` cannot be written where it belongs (something that is no file is there)."""
+
+
 def write_results_csv(state: CampaignState, path: str | os.PathLike) -> None:
-    """Write the results table atomically to ``path``."""
+    """Write the results table atomically to ``path`` (no temporary file is left when that fails);
+    :class:`ResultsTableError` naming the path when something other than a file is there."""
     header, rows = results_rows(state)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        fh.write(buffer.getvalue())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    if os.path.lexists(path) and not is_regular_file(path):
+        raise ResultsTableError(f"{path} is not a regular file (a directory or a link is there): the results table "
+                                "was not written; move it away and run 'hydragnn-ensemble report' to write it "
+                                "from the journal")
+    write_atomic(path, buffer.getvalue(), fsync=True)
 
 
 def _number(text: str) -> Any:

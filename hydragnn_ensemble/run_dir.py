@@ -74,8 +74,8 @@ class RunDir:
         return self.root / (LOG_NAME if rank == 0 else f"train.rank{rank}.log")
 
     def logs(self) -> list[Path]:
-        """Every rank's log that exists."""
-        return [p for p in (self.log(0), *sorted(self.root.glob("train.rank*.log"))) if p.exists()]
+        """Every rank's log that exists (whatever a trial made of it: a link, a directory...)."""
+        return [p for p in (self.log(0), *sorted(self.root.glob("train.rank*.log"))) if os.path.lexists(p)]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -53,6 +54,14 @@ def file_size(path: str | os.PathLike) -> int:
     if not stat.S_ISREG(info.st_mode):
         raise NotRegularFileError(f"{path} is {_kind(info.st_mode)}, not a regular file")
     return info.st_size
+
+
+def is_regular_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one, nor anything else)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int, offset: int = 0) -> bytes:
@@ -107,3 +116,32 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, fsync: bool = False
         except OSError:
             pass
         raise
+
+
+def remove_any(path: str | os.PathLike) -> None:
+    """Remove whatever a trial left at ``path``: a file, a symbolic link (not its target), a named
+    pipe, a socket, a device node or a whole directory tree (whose links are not followed either);
+    nothing there is fine."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def move_aside(path: str | os.PathLike, target: str | os.PathLike) -> Path | None:
+    """Rename whatever is at ``path`` (any file type, a directory too) to ``target``, or to
+    ``target`` with ``.1``, ``.2``, ... appended where that name is taken; returns the name it got
+    (None when nothing was at ``path``)."""
+    path, target = Path(path), Path(target)
+    if not os.path.lexists(path):
+        return None
+    candidate, n = target, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = target.with_name(f"{target.name}.{n}")
+    os.rename(path, candidate)
+    return candidate

@@ -25,7 +25,9 @@ Online part, from every epoch of every attempt (:meth:`CostModel.learn_epoch`; r
 timed out or completed alike, each attempt one row that its latest epoch replaces): ridge
 regression of ``log(observed one-slot training seconds / analytic)`` on ``[1, one-hot(mpnn_type),
 log(analytic)]`` (the intercept unshrunk: a common bias is learnt from the first epoch; the
-per-type rates shrink quickly to what is observed, the ridge weight is one row). A trial that
+per-type rates shrink quickly to what is observed, the ridge weight is one row), robust to a lying
+trial or a broken node (:mod:`scheduler.robust_ridge`: targets clipped against the population,
+per-node factors kept per node, the latest 1,024 attempts). A trial that
 reports no epochs teaches the model its whole wall time when it ends (:meth:`CostModel.update`).
 :meth:`CostModel.prediction_error` reports the median and p90 of ``|log(pred / actual)|`` where each
 prediction was made before that trial was learnt from.
@@ -45,6 +47,7 @@ from typing import Any, Hashable, Mapping, Protocol
 
 import numpy as np
 from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
+from scheduler.robust_ridge import RobustRidge
 
 # (dense, message, edge_dense): relative cost per conv layer of node MLPs, messages, per-edge MLPs
 MPNN_COSTS: dict[str, tuple[float, float, float]] = {
@@ -102,6 +105,10 @@ def load_anchors(path: Path = ANCHORS_FILE) -> CostAnchors:
                        f"{record.get('measured_by', '?')} on {record.get('date', '?')}")
 
 
+#: the learnt correction of the measured anchors stays within a millionfold either way, so a
+#: prediction stays finite whatever all trials reported (each row is clipped, the median is not)
+MAX_LOG_CORRECTION = math.log(1e6)
+MAX_EVAL_FACTOR = 5.0  # an epoch's wall time over its training pass is clipped to [1, this]
 STARTUP_PRIOR_S = 5.0  # a trial's start-up before any attempt showed it (the runtime's prior)
 BASE_MEMORY_GB = 0.5  # runtime, framework and CUDA/HIP context per process
 
@@ -253,8 +260,8 @@ class LearntEfficiency:
         return 1.0 / slots if alpha is None else 1.0 / (1.0 + alpha * (slots - 1))
 
     def learn(self, key: Hashable, slots: int, speedup: float) -> None:
-        if slots > 1 and speedup > 0 and math.isfinite(speedup):
-            self._alphas[key] = max(0.0, (slots / speedup - 1.0) / (slots - 1))
+        if slots > 1 and speedup > 0 and math.isfinite(speedup):  # alpha 1: no speed-up at all
+            self._alphas[key] = min(1.0, max(0.0, (slots / speedup - 1.0) / (slots - 1)))
 
 
 @dataclass(frozen=True)
@@ -307,8 +314,8 @@ class CostModel:
     ridge: float = 1.0
     startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
     gpu_busy: GpuBusy = field(default_factory=GpuBusy)  # a trial's busy share of a GPU alone
-    _all: "_Ridge" = field(init=False, repr=False)  # every attempt's row
-    _one_slot: "_Ridge" = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
+    _all: RobustRidge = field(init=False, repr=False)  # every attempt's row
+    _one_slot: RobustRidge = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
     _startups: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
     _eval_factors: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
     _errors: list[float] = field(default_factory=list, init=False, repr=False)
@@ -317,8 +324,8 @@ class CostModel:
     _TYPES = tuple(sorted(MPNN_COSTS))
 
     def __post_init__(self) -> None:
-        self._all = _Ridge(2 + len(self._TYPES), self.ridge)
-        self._one_slot = _Ridge(2 + len(self._TYPES), self.ridge)
+        self._all = RobustRidge(2 + len(self._TYPES), self.ridge)
+        self._one_slot = RobustRidge(2 + len(self._TYPES), self.ridge)
 
     # -- analytic --------------------------------------------------------------------------------
     @staticmethod
@@ -392,9 +399,10 @@ class CostModel:
         """Seconds of one epoch's training pass on ``slots`` slots (data parallel)."""
         return self._one_slot_seconds(f, self._all) / (slots * self.efficiency(slots))
 
-    def _one_slot_seconds(self, f: TrialFeatures, ridge: "_Ridge") -> float:
+    def _one_slot_seconds(self, f: TrialFeatures, ridge: RobustRidge) -> float:
         analytic = self.analytic_epoch(f)
-        return analytic * math.exp(ridge.predict(self._features(f, analytic)))
+        correction = ridge.predict(self._features(f, analytic))
+        return analytic * math.exp(min(MAX_LOG_CORRECTION, max(-MAX_LOG_CORRECTION, correction)))
 
     def epoch_seconds(self, f: TrialFeatures, slots: int = 1) -> float:
         """Wall seconds of one whole epoch (training and evaluation) on ``slots`` slots."""
@@ -409,39 +417,51 @@ class CostModel:
         return self.predict_seconds(f, 1)
 
     # -- learning --------------------------------------------------------------------------------
-    def learn_epoch(self, key: Hashable, f: TrialFeatures, slots: int, times: EpochTimes) -> bool:
-        """Learn from an epoch of a running attempt (``key``; its later epochs replace this one):
-        its start-up, its evaluation share and its training rate (which, on more than one slot,
-        also measures the data-parallel efficiency). False (nothing learnt) for times that are not
-        finite and positive."""
+    def learn_epoch(self, key: Hashable, f: TrialFeatures, slots: int, times: EpochTimes,
+                    node: Hashable = None) -> bool:
+        """Learn from an epoch of a running attempt (``key``; its later epochs replace this one) on
+        ``node`` (None: not known, or several): its start-up, its evaluation share and its training
+        rate (which, on more than one slot, also measures the data-parallel efficiency). False
+        (nothing learnt) for times that are not finite and positive. What one attempt or one node
+        can move is bounded (:mod:`scheduler.robust_ridge`; the evaluation share is clipped to
+        ``[1, MAX_EVAL_FACTOR]``)."""
         usable = lambda v: v is not None and math.isfinite(v) and v > 0  # noqa: E731
         if not usable(times.epoch_s) or (times.train_s is not None and not usable(times.train_s)):
             return False
         if times.startup_s is not None and math.isfinite(times.startup_s) and times.startup_s >= 0:
             self._startups.set(key, times.startup_s)
         if times.train_s is not None:
-            self._eval_factors.set(key, max(1.0, times.epoch_s / times.train_s))
+            self._eval_factors.set(key, min(MAX_EVAL_FACTOR, max(1.0, times.epoch_s / times.train_s)))
         train_s = times.train_s if times.train_s is not None else times.epoch_s / self.eval_factor
         if slots > 1 and self._one_slot.rows:  # how much faster than what one-slot attempts predict
             self.efficiency.learn(key, slots, self._one_slot_seconds(f, self._one_slot) / train_s)
         analytic = self.analytic_epoch(f)
-        x, y = self._features(f, analytic), math.log(train_s * slots * self.efficiency(slots) / analytic)
-        self._all.set_row(key, x, y)
+        y = math.log(train_s) + math.log(slots * self.efficiency(slots)) - math.log(analytic)
+        if not math.isfinite(y):
+            return False
+        x = self._features(f, analytic)
+        self._all.set_row(key, x, y, node)
         if slots == 1:
-            self._one_slot.set_row(key, x, y)
+            self._one_slot.set_row(key, x, y, node)
         return True
 
-    def update(self, f: TrialFeatures, slots: int, wall_time_s: float, epochs: int | None = None) -> None:
-        """Learn from a finished attempt that took ``wall_time_s`` on ``slots`` slots for ``epochs``
-        epochs (default: all of them); its error is recorded first. Attempts that reported their
-        epochs (:meth:`learn_epoch`) have taught the model already: call this for the others."""
+    def node_factor(self, node: Hashable) -> float:
+        """How many times slower than the typical node ``node``'s trials train (1: not known)."""
+        return self._all.group_factor(node)
+
+    def update(self, f: TrialFeatures, slots: int, wall_time_s: float, epochs: int | None = None,
+               node: Hashable = None) -> None:
+        """Learn from a finished attempt that took ``wall_time_s`` on ``slots`` slots (on ``node``)
+        for ``epochs`` epochs (default: all of them); its error is recorded first. Attempts that
+        reported their epochs (:meth:`learn_epoch`) have taught the model already: call this for
+        the others."""
         if wall_time_s <= 0 or not math.isfinite(wall_time_s):
             raise ValueError(f"wall time must be positive and finite, got {wall_time_s}")
         epochs = f.num_epoch if epochs is None else max(1, epochs)
         self.record_error(self.predict_seconds(f, slots, epochs), wall_time_s)
         per_epoch = max(wall_time_s - self.startup_s, 0.05 * wall_time_s) / epochs
         self._finished += 1
-        self.learn_epoch(("finished", self._finished), f, slots, EpochTimes(None, per_epoch))
+        self.learn_epoch(("finished", self._finished), f, slots, EpochTimes(None, per_epoch), node)
 
     def record_error(self, predicted_s: float, actual_s: float) -> None:
         """Keep ``|log(predicted / actual)|`` of a prediction made before its trial taught the model."""
@@ -459,46 +479,6 @@ class CostModel:
             return ErrorSummary(0, None, None)
         err = np.asarray(self._errors)
         return ErrorSummary(len(err), float(np.median(err)), float(np.quantile(err, 0.9)))
-
-
-class _Ridge:
-    """Ridge regression of one row per key (a key's new row replaces its old one) on features
-    ``[1, one-hot, log analytic]``: log analytic centred so the ridge does not fight the intercept,
-    the intercept (a common bias) not shrunk, the rest shrunk with weight ``ridge``."""
-
-    def __init__(self, dim: int, ridge: float) -> None:
-        self.ridge = ridge
-        self._rows: dict[Hashable, tuple[np.ndarray, float]] = {}
-        self._xtx = np.zeros((dim, dim))
-        self._xty = np.zeros(dim)
-        self._beta: np.ndarray | None = None
-
-    @property
-    def rows(self) -> int:
-        return len(self._rows)
-
-    def set_row(self, key: Hashable, x: np.ndarray, y: float) -> None:
-        old = self._rows.pop(key, None)
-        if old is not None:
-            self._xtx -= np.outer(old[0], old[0])
-            self._xty -= old[0] * old[1]
-        self._rows[key] = (x, y)
-        self._xtx += np.outer(x, x)
-        self._xty += x * y
-        self._beta = None
-
-    def predict(self, x: np.ndarray) -> float:
-        """The fitted log correction at ``x`` (0 before any row)."""
-        if not self._rows:
-            return 0.0
-        if self._beta is None:
-            mean_log = self._xtx[0, -1] / len(self._rows)
-            t = np.eye(len(x))
-            t[0, -1] = -mean_log
-            a = t.T @ self._xtx @ t + self.ridge * np.eye(len(x))
-            a[0, 0] -= self.ridge - 1e-9
-            self._beta = t @ np.linalg.solve(a, t.T @ self._xty)
-        return float(x @ self._beta)
 
 
 class _RecentMedian:

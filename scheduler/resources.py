@@ -150,8 +150,11 @@ class ResourcePool:
     def hostname(self, node: int) -> str:
         return self.hostnames[node] if self.hostnames else f"node{node}"
 
-    def can_fit(self, n: int) -> bool:
-        """Whether a trial of ``n`` slots fits now (O(slots_per_node))."""
+    def can_fit(self, n: int, avoid: frozenset[int] = frozenset()) -> bool:
+        """Whether a trial of ``n`` slots fits now (O(slots_per_node)), off the nodes in ``avoid``
+        where enough nodes in service are outside it (:meth:`pick`)."""
+        if self._avoids(n, avoid):
+            return self.pick(n, avoid) is not None
         spn = self.slots_per_node
         if n <= spn:
             return self._by_free.first_key_at_least(n) is not None
@@ -174,7 +177,8 @@ class ResourcePool:
         return self._by_free.count(free)
 
     # -- choosing slots ----------------------------------------------------------------------------
-    def pick(self, n: int, exclude: set[int] | frozenset[int] | None = None) -> tuple[int, ...] | None:
+    def pick(self, n: int, exclude: set[int] | frozenset[int] | None = None,
+             avoid: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
         """Free slots for a trial of ``n`` slots, or None if it does not fit now.
 
         ``n <= slots_per_node``: best fit, the lowest-id node among those with the fewest free slots
@@ -182,8 +186,12 @@ class ResourcePool:
         ``n > slots_per_node`` (a multiple of it): ``n / slots_per_node`` whole free nodes, taken from
         as few network groups as possible (whole free groups first, then the group whose free nodes
         fit the rest most tightly), lowest node ids first, returned as :class:`WholeNodes`. Nodes in
-        ``exclude`` are not used (cost O(len(exclude)) more).
+        ``exclude`` are not used (cost O(len(exclude)) more); nor are nodes in ``avoid`` (where a
+        trial failed for a node-level reason) while enough nodes in service lie outside it for the
+        trial: it waits for those rather than go back.
         """
+        if self._avoids(n, avoid):
+            return self.pick(n, frozenset(avoid) | frozenset(exclude or ()))
         spn = self.slots_per_node
         if n < 1:
             raise ValueError(f"a trial needs at least one slot, got {n}")
@@ -199,6 +207,14 @@ class ResourcePool:
             raise ValueError(f"a multi-node trial needs a multiple of {spn} slots, got {n}")
         nodes = self._pick_whole_nodes(n // spn, exclude)
         return None if nodes is None else WholeNodes(nodes, spn)
+
+    def _avoids(self, n: int, avoid: frozenset[int]) -> bool:
+        """Whether a trial of ``n`` slots is kept off ``avoid``: enough nodes in service lie
+        outside it to hold the trial (one node for a sub-node trial)."""
+        if not avoid:
+            return False
+        outside = self.num_nodes - len(self._drained | set(avoid))
+        return outside >= max(1, n // self.slots_per_node)
 
     def _pick_whole_nodes(self, k: int, exclude: set[int] | frozenset[int] | None) -> np.ndarray | None:
         """``k`` whole free nodes by the rule of :meth:`pick`, vectorised over the groups that have

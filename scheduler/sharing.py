@@ -28,6 +28,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from hpo.campaign import MAX_TRIALS_PER_GPU
+
 #: HydraGNN's Frontier figure: trials under this busy share of a GPU alone are "small"
 SMALL_BELOW = 0.4
 #: From this many trials per GPU on, the sizer packs small trials rigidly (no wider sizes). With
@@ -133,6 +135,9 @@ class GpuSharing:
     def __post_init__(self) -> None:
         if self.per_gpu < 1 or (self.mode != SharingMode.OFF and self.per_gpu < 2):
             raise SharingError(f"gpu sharing {self.mode.value}: per_gpu must be >= 2, got {self.per_gpu}")
+        if self.per_gpu > MAX_TRIALS_PER_GPU:
+            raise SharingError(f"gpu sharing: at most {MAX_TRIALS_PER_GPU} trials per GPU (NVIDIA MPS serves 48 "
+                               f"clients per GPU), got {self.per_gpu}")
         if self.enabled and len(self.slowdowns) < self.per_gpu:
             raise SharingError(f"gpu sharing: slowdowns for k = 1..{self.per_gpu} needed, got {self.slowdowns}")
         if self.device_memory_gb <= 0 or not 0 < self.utilisation_budget or not 0 < self.small_below <= 1:
@@ -157,6 +162,9 @@ class GpuSharing:
                 mode, k = SharingMode.FIXED, int(value)
             except ValueError:
                 raise SharingError(f"gpu sharing must be off, auto or a number of trials per GPU, got {text!r}") from None
+            if not 2 <= k <= MAX_TRIALS_PER_GPU:
+                raise SharingError(f"gpu sharing must be off, auto or 2..{MAX_TRIALS_PER_GPU} trials per GPU, "
+                                   f"got {text!r}")
         curve.throughput(k)  # raises when the curve does not cover k
         slowdowns = tuple(curve.slowdown(n) for n in range(1, k + 1))
         return cls(mode, k, device_memory_gb, slowdowns=slowdowns, time_limit_s=time_limit_s)
@@ -164,6 +172,18 @@ class GpuSharing:
     @property
     def enabled(self) -> bool:
         return self.mode != SharingMode.OFF
+
+    def loss_warning(self) -> str | None:
+        """A warning when the curve says ``per_gpu`` trials together train no faster than one alone:
+        sharing would only stretch every trial (None when it gains, or is off)."""
+        if not self.enabled or not self.slowdowns:
+            return None
+        gain = self.per_gpu / self.slowdowns[self.per_gpu - 1]
+        if gain > 1.0:
+            return None
+        return (f"gpu_sharing {self.per_gpu}: the co-location curve gives {self.per_gpu} trials per GPU "
+                f"{gain:.2f}x the throughput of one alone: sharing stretches every trial {self.per_gpu / gain:.2f}x "
+                "and gains nothing (measure the curve again, or set gpu_sharing: off)")
 
     def packing(self, trials_per_gpu: float) -> "Packing | None":
         """What the sizer does with small trials (:class:`scheduler.sizing.Sizer`) in a campaign of

@@ -209,20 +209,21 @@ class CostModelSizer:
         return sized.slots, sized.predicted_seconds
 
     def observe_epoch(self, params: Mapping[str, Any], slots: int, attempt: tuple[int, int],
-                      times: EpochTimes) -> bool:
-        """Learn from the latest epoch of a running attempt (``(trial id, attempt)``); False when
-        nothing was learnt (a config the model cannot read, times that are not usable)."""
+                      times: EpochTimes, node: int | None = None) -> bool:
+        """Learn from the latest epoch of a running attempt (``(trial id, attempt)``) on ``node``
+        (None: several, or not known); False when nothing was learnt (a config the model cannot
+        read, times that are not usable)."""
         features = self._features(params)
-        if features is None or not self.cost_model.learn_epoch(attempt, features, slots, times):
+        if features is None or not self.cost_model.learn_epoch(attempt, features, slots, times, node):
             return False
         self._taught.add(self._key(params))
         return True
 
     def observe(self, params: Mapping[str, Any], slots: int, wall_time_s: float, ok: bool,
-                epochs: int | None = None) -> None:
-        """A trial attempt ended after ``epochs`` epochs (None: not known). Its epochs taught the
-        model already when it reported them; otherwise a successful one with a positive wall time
-        teaches it now."""
+                epochs: int | None = None, node: int | None = None) -> None:
+        """A trial attempt ended after ``epochs`` epochs (None: not known) on ``node``. Its epochs
+        taught the model already when it reported them; otherwise a successful one with a positive
+        wall time teaches it now."""
         taught = self._key(params) in self._taught
         self._taught.discard(self._key(params))
         features = self._features(params, forget=True)
@@ -231,7 +232,7 @@ class CostModelSizer:
         self._sum += wall_time_s
         self._n += 1
         if features is not None and not taught:
-            self.sizer.cost_model.update(features, slots, wall_time_s, epochs)
+            self.sizer.cost_model.update(features, slots, wall_time_s, epochs, node)
 
     def larger_than(self, slots: int) -> int | None:
         return self.sizer.larger_than(slots)
@@ -291,12 +292,14 @@ class TrialSizer(Protocol):
     def size(self, params: dict[str, Any]) -> tuple[int, float]:
         """(slots, predicted seconds) for a candidate."""
 
-    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes) -> bool:
-        """Learn from the latest epoch of a running attempt; False when nothing was learnt."""
+    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes,
+                      node: int | None = None) -> bool:
+        """Learn from the latest epoch of a running attempt on ``node`` (None: several, or not
+        known); False when nothing was learnt."""
 
     def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool,
-                epochs: int | None = None) -> None:
-        """Learn from a finished trial attempt (``epochs`` trained; None: not known)."""
+                epochs: int | None = None, node: int | None = None) -> None:
+        """Learn from a finished trial attempt (``epochs`` trained; None: not known) on ``node``."""
 
     def larger_than(self, slots: int) -> int | None:
         """The next usable size above ``slots`` (out-of-memory retry), or None."""
@@ -329,14 +332,16 @@ MIN_MOLDABLE_S = 60.0  # trials predicted shorter than this at their own size ar
 
 
 def trial_request(trial_id: int, slots: int, sized: SizedTrial, submit_time: float,
-                  min_moldable_s: float = MIN_MOLDABLE_S) -> TrialRequest:
+                  min_moldable_s: float = MIN_MOLDABLE_S, avoid_nodes: frozenset[int] = frozenset()) -> TrialRequest:
     """The placement request of a trial attempt on ``slots`` slots: the predicted time at that size
     and the sizer's wider sizes as moldable ``alternatives`` (a policy may start it at one of them;
-    the trial then runs on that many slots, see :meth:`scheduler.loop.TrialBook.schedule`).
+    the trial then runs on that many slots, see :meth:`scheduler.loop.TrialBook.schedule`), placed
+    off ``avoid_nodes`` where it fits elsewhere.
 
     A trial predicted to take less than ``min_moldable_s`` at ``slots`` stays rigid: starting more
     processes and their torch.distributed rendezvous costs seconds, which the cost model does not
     count and which would eat what a wider start saves on a short trial."""
     seconds = sized.seconds_at(slots)
     wider = tuple((n, sec) for n, sec in sized.alternatives if n > slots) if seconds >= min_moldable_s else ()
-    return TrialRequest(trial_id, slots, predicted_seconds=seconds, submit_time=submit_time, alternatives=wider)
+    return TrialRequest(trial_id, slots, predicted_seconds=seconds, submit_time=submit_time, alternatives=wider,
+                        avoid_nodes=avoid_nodes)

@@ -216,6 +216,19 @@ def get_by_dotted_key(config: Mapping[str, Any] | HydraConfig, key: str) -> Any:
     return node
 
 
+def epoch_budget(config: Mapping[str, Any] | HydraConfig) -> int:
+    """The epochs a trial config trains: ``NeuralNetwork.Training.num_epoch``, the schema's
+    default when the config leaves it out (also for a custom trial program's config that is no
+    HydraGNN config); :class:`ConfigError` naming the key when it is not a positive integer."""
+    try:
+        value = get_by_dotted_key(config, "NeuralNetwork.Training.num_epoch")
+    except ConfigError:  # a section there is no mapping: the trainer's default applies
+        value = _resolve("NeuralNetwork.Training.num_epoch")[1]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("<config>", [f"NeuralNetwork.Training.num_epoch: a positive integer, got {value!r}"])
+    return value
+
+
 def set_by_dotted_key(config: dict[str, Any], key: str, value: Any) -> None:
     """Set ``key`` in a config dict in place (intermediate sections created as needed).
 

@@ -65,7 +65,7 @@ class TrialBook:
         if spec.sized is None:
             spec.sized = self.sizer.choose(spec.params)
         self._may_share(spec)
-        self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now))
+        self.policy.submit(trial_request(spec.trial_id, spec.size, spec.sized, now, avoid_nodes=spec.avoid_nodes))
 
     def _may_share(self, spec: TrialSpec) -> None:
         """A waiting trial that could share a GPU is probed at the next join pass."""

@@ -39,12 +39,12 @@ from typing import Iterable, Sequence
 from hpo.objective import ObjectiveKey, Objectives
 from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
-from scheduler.cost_model import EpochTimes
+from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
-from scheduler.resources import DrainReport, NodeHealth, ResourcePool
+from scheduler.resources import DrainReport, NodeHealth, ResourcePool, is_node_level_failure
 from scheduler.sharing import GpuSharing
 from scheduler.sizing import SizedTrial, TrialSizer
 
@@ -187,6 +187,7 @@ class CampaignLoop:
         self.next_trial_id = next_trial_id
         self.stop_reason: str | None = None
         self.failure_message: str | None = None  # set when the failure threshold stopped the campaign
+        self.cannot_place: str | None = None  # set when trials wait that no node left in service can run
         self.stopper = stopper
         self._epoch_per_train = 1.2  # an epoch's seconds over its training's (evaluation adds the rest)
         self.lessons = 0  # epochs the sizer learnt from
@@ -237,9 +238,11 @@ class CampaignLoop:
             book = self.book
             sizes = sorted({spec.size for spec in book.waiting.values()})
             if book.pool.drained_nodes:  # the machine's fault, not placement's: stop, --resume re-runs them
-                self.stop(f"{len(book.waiting)} waiting trials (sizes {sizes}) do not fit the "
-                          f"{book.pool.num_nodes - len(book.pool.drained_nodes)} of {book.pool.num_nodes} nodes "
-                          f"left in service ({len(book.pool.drained_nodes)} drained after node-level failures)")
+                self.cannot_place = (
+                    f"{len(book.waiting)} waiting trials (sizes {sizes}) do not fit the "
+                    f"{book.pool.num_nodes - len(book.pool.drained_nodes)} of {book.pool.num_nodes} nodes "
+                    f"left in service ({len(book.pool.drained_nodes)} drained after node-level failures)")
+                self.stop(self.cannot_place)
                 return busy
             raise PlacementStuckError(
                 f"placement {book.policy.name!r} starts none of {len(book.waiting)} waiting trials "
@@ -327,7 +330,7 @@ class CampaignLoop:
             # its rate early, then better measured, at log(epochs) cost to rank 0
             if last.epoch_s is not None and any(d >= 1 and d & (d - 1) == 0 for d in range(done - len(epochs) + 1, done + 1)):
                 if self.sizer.observe_epoch(rt.spec.params, len(rt.slots), (trial_id, attempt),
-                                            EpochTimes(rt.startup_s, last.epoch_s, last.train_s)):
+                                            EpochTimes(rt.startup_s, last.epoch_s, last.train_s), self._node_of(rt)):
                     self._learnt(now)
         for report in epochs:
             epoch = report.epoch
@@ -345,6 +348,12 @@ class CampaignLoop:
                 self.book.revised(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
             elif epoch in self.stopper.decision_epochs(epoch + 1):
                 self.actions.go_on(rt, epoch)
+
+    def _node_of(self, rt: RunningTrial) -> int | None:
+        """The node ``rt`` runs on, None when it spans several (the cost model's per-node factors)."""
+        pool = self.book.pool
+        node = pool.node_of(rt.slots[0])
+        return node if pool.node_of(rt.slots[-1]) == node else None
 
     def _learnt(self, now: float) -> None:
         """The sizer learnt from an epoch: after the 1st, 2nd, 4th, 8th, ... such lesson the
@@ -364,7 +373,7 @@ class CampaignLoop:
         if rt.last_epoch_s is not None or not 0 < pace.done < 1 or pace.train_s <= 0:
             return  # an epoch told more already, or nothing to learn
         per_train = pace.train_s / pace.done  # the whole epoch's training
-        epoch_s = rt.paced_epoch_s = per_train * self._epoch_per_train
+        epoch_s = rt.paced_epoch_s = min(per_train * self._epoch_per_train, self.rules.trial_time_limit_s)
         if rt.startup_s is None:
             rt.startup_s = max(0.0, now - rt.start_time - pace.train_s)
         self._estimate(rt, now, epoch_s, finished=pace.epoch, to_boundary=epoch_s - pace.train_s,
@@ -376,8 +385,10 @@ class CampaignLoop:
         epoch_s = report.epoch_s
         if epoch_s is None:
             return
+        epoch_s = min(epoch_s, self.rules.trial_time_limit_s)  # no epoch outlasts the limit
         if report.train_s is not None and report.train_s > 0:  # learn how much evaluation adds
-            self._epoch_per_train += (max(1.0, epoch_s / report.train_s) - self._epoch_per_train) / 16.0
+            share = min(MAX_EVAL_FACTOR, max(1.0, epoch_s / report.train_s))
+            self._epoch_per_train += (share - self._epoch_per_train) / 16.0
         if rt.startup_s is None and report.epoch - spec.resume_epoch == new_epochs:  # its first report
             rt.startup_s = max(0.0, now - rt.start_time - epoch_s * (report.epoch - spec.resume_epoch))
         rt.last_epoch_s = epoch_s
@@ -431,7 +442,8 @@ class CampaignLoop:
         """A running trial attempt ended at ``ended_at`` (default ``now``) with ``result``."""
         rt = self.book.end(trial_id, now)
         spec = rt.spec
-        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None)
+        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None,
+                           self._node_of(rt))
         retry_size = self._retry_size(spec, result)
         self.actions.ended(rt, result, retry_size)
         if self.health is not None:  # a stopped trial did what was asked of it
@@ -441,8 +453,9 @@ class CampaignLoop:
         queued = self.book.promote(rt, now, min(now if ended_at is None else ended_at, now))
         if queued is not None:
             self.actions.promoted(queued, self.book.running[queued.spec.trial_id], rt)
-        if retry_size is not None:
-            self.book.submit(spec.next_attempt(retry_size), now)
+        if retry_size is not None:  # after a node-level failure, elsewhere where it fits
+            bad = {self.book.pool.node_of(s) for s in rt.slots} if is_node_level_failure(result.failure_reason) else ()
+            self.book.submit(spec.next_attempt(retry_size, frozenset(bad)), now)
             return
         self.outcomes.record(spec.trial_id, result, self.rules.objective.of_result(result))
         self.actions.finished(spec, result, self.rules.objectives.of_result(result))

@@ -40,12 +40,14 @@ class TrialSpec:
     time_used_s: float = 0.0  # seconds it ran before it moved (its time limit counts over all moves)
     moves: int = 0  # times it moved onto more slots
     extra: bool = False  # started beyond max_trials to fill the campaign's tail (LoopRules.fill_tail)
+    avoid_nodes: frozenset[int] = frozenset()  # nodes an attempt of it failed on for a node-level reason
 
-    def next_attempt(self, size: int) -> "TrialSpec":
+    def next_attempt(self, size: int, avoid_nodes: frozenset[int] = frozenset()) -> "TrialSpec":
         """The retry of this attempt on ``size`` slots (same id, parameters and retry counts; a
-        retry starts from scratch)."""
+        retry starts from scratch), placed off ``avoid_nodes`` and the nodes this one avoided where
+        it fits elsewhere."""
         return TrialSpec(self.trial_id, self.params, self.attempt + 1, size, self.suggestion_id,
-                         self.retries_used, self.oom_retried)
+                         self.retries_used, self.oom_retried, avoid_nodes=self.avoid_nodes | avoid_nodes)
 
     def moved(self, size: int, epochs_done: int, seconds: float, sized: SizedTrial) -> "TrialSpec":
         """The continuation of this attempt on ``size`` slots from its checkpoint after

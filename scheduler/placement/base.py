@@ -53,6 +53,8 @@ class TrialRequest:
     ``alternatives``: optional larger sizes the trial may run at instead (moldable), as
     ``(slots, predicted_seconds)`` in ascending slots; a policy may start it at one of them
     (``len(Decision.slots)`` is then the trial's size). Empty: the trial is rigid.
+    ``avoid_nodes``: nodes an earlier attempt failed on for a node-level reason; a policy passes them
+    to :meth:`ResourcePool.pick` (``avoid``), which uses them only when nothing else fits.
     """
 
     trial_id: int
@@ -61,6 +63,7 @@ class TrialRequest:
     submit_time: float = 0.0
     memory_per_slot_gb: float = 0.0
     alternatives: tuple[tuple[int, float], ...] = ()
+    avoid_nodes: frozenset[int] = frozenset()
 
     @property
     def predicted_work(self) -> float:

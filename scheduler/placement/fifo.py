@@ -15,7 +15,7 @@ class FifoPolicy(PlacementPolicy):
         decisions: list[Decision] = []
         with pool.tentative():
             for req in self.pending:
-                slots = pool.pick(req.slots)
+                slots = pool.pick(req.slots, avoid=req.avoid_nodes)
                 if slots is None:
                     break
                 pool.allocate(req.trial_id, slots)
@@ -51,7 +51,9 @@ class FifoSkipPolicy(PlacementPolicy):
                     continue
                 if n > spn and smallest_failed_multi is not None and n >= smallest_failed_multi:
                     continue
-                slots = pool.pick(n)
+                slots = pool.pick(n, avoid=req.avoid_nodes)
+                if slots is None and req.avoid_nodes:  # waits for a node it did not fail on
+                    continue
                 if slots is None:
                     if n <= spn:
                         smallest_failed_sub = n

@@ -49,6 +49,7 @@ from scheduler.placement.base import Decision, Growth, PlacementPolicy, RunningE
 from scheduler.resources import ResourcePool, WholeNodes
 
 MIN_PREDICTED_S = 1e-6  # predictions below this are raised to it (work ordering needs > 0)
+MAX_HORIZON_S = 1e9  # re-estimated ends are planned at most this far ahead (sums stay finite)
 MIN_GROWTH_GAIN = 0.2  # a move must end a trial this share of its remaining time sooner
 UNKNOWN_END = np.inf  # slots held by trials this policy did not start (never assumed to free up)
 
@@ -266,7 +267,7 @@ class LoadAwarePolicy(PlacementPolicy):
             self._growable.pop(trial_id, None)
         self._version += 1
         slots, old_end = entry
-        end = max(estimate.end, now)
+        end = min(max(estimate.end, now), now + MAX_HORIZON_S)  # an end past any horizon: far, finite
         self._run[trial_id] = (slots, end)
         self._run_sum_end += slots * (end - old_end)
         if self._ends is not None and trial_id in self._ends.running:
@@ -443,10 +444,11 @@ class LoadAwarePolicy(PlacementPolicy):
             tid = self._head_id if self._head_id in self._pending else self._queue.top(self.by_duration)
             assert tid is not None
             head = self._pending[tid]
-            if not pool.can_fit(head.slots):
+            if not pool.can_fit(head.slots, head.avoid_nodes):
                 return head
-            size, seconds = self._widen(head, now, self.ideal_finish(pool, now), lambda n, _: pool.can_fit(n))
-            slots = pool.pick(size)
+            size, seconds = self._widen(head, now, self.ideal_finish(pool, now),
+                                        lambda n, _: pool.can_fit(n, head.avoid_nodes))
+            slots = pool.pick(size, avoid=head.avoid_nodes)
             assert slots is not None
             self._start(pool, head, slots, now, decisions, seconds)
             if tid == self._head_id:
@@ -494,6 +496,19 @@ class LoadAwarePolicy(PlacementPolicy):
             return pool.whole_free_nodes - res_count[spn] >= size // spn
 
         active = sorted(self._queue.classes, reverse=True)
+        held_back: list[TrialRequest] = []  # kept off the nodes it failed on, none free elsewhere
+        try:
+            self._backfill_loop(pool, now, decisions, active, window, reserved, res_count, fits_open, held_back)
+        finally:
+            for req in held_back:
+                self._queue.add(req)
+
+    def _backfill_loop(self, pool: ResourcePool, now: float, decisions: list[Decision], active: list[int],
+                       window: float, reserved: frozenset[int], res_count: list[int], fits_open,
+                       held_back: list[TrialRequest]) -> None:
+        """Start the best eligible candidate of the active size classes until none is left (the
+        third step of the module docstring)."""
+        spn = pool.slots_per_node
         while active and pool.free_slots > 0:
             best: tuple[float, int, int, bool] | None = None  # (work, -tid, size, short)
             for size in list(active):
@@ -515,7 +530,13 @@ class LoadAwarePolicy(PlacementPolicy):
                     req, now, self.ideal_finish(pool, now),
                     lambda n, sec: pool.can_fit(n) if sec <= window else fits_open(n))
                 short = seconds <= window
-            slots = self._place(pool, size, short, reserved, res_count)
+            slots = self._place(pool, size, short, reserved, res_count, req.avoid_nodes)
+            if slots is None:  # it waits for a node it did not fail on: out of this call's queue
+                self._queue.remove(req)
+                held_back.append(req)
+                if cls not in self._queue.classes:
+                    active.remove(cls)
+                continue
             nodes = slots.nodes if isinstance(slots, WholeNodes) else {pool.node_of(s) for s in slots}
             before = {nd: pool.free_on_node(nd) for nd in nodes if nd in reserved}
             self._start(pool, req, slots, now, decisions, seconds)
@@ -540,11 +561,12 @@ class LoadAwarePolicy(PlacementPolicy):
 
     @staticmethod
     def _place(pool: ResourcePool, size: int, short: bool, reserved: frozenset[int],
-               res_count: list[int]) -> tuple[int, ...]:
+               res_count: list[int], avoid: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
         """Slots for an eligible candidate: a short one prefers the reserved nodes (they would idle
-        until the reservation), a long one never touches them."""
+        until the reservation), a long one never touches them; ``avoid``: nodes it failed on (None
+        when it must wait for others, :meth:`ResourcePool.pick`)."""
         spn = pool.slots_per_node
-        if short and reserved:
+        if short and reserved and not avoid:
             if size <= spn:
                 fitting = [(pool.free_on_node(nd), nd) for nd in reserved if pool.free_on_node(nd) >= size]
                 if fitting:
@@ -559,7 +581,9 @@ class LoadAwarePolicy(PlacementPolicy):
                     if extra is not None:  # whole free nodes (one node's worth comes as plain slot ids)
                         more = list(extra.nodes) if isinstance(extra, WholeNodes) else [s // spn for s in extra[::spn]]
                         return WholeNodes(whole + more, spn)
-        slots = pool.pick(size, exclude=None if short else reserved)
+        slots = pool.pick(size, exclude=None if short else reserved, avoid=avoid)
+        if slots is None and avoid:
+            return None
         if slots is None:
             raise AssertionError(f"size {size} was eligible but no slots were found")
         return slots

@@ -64,10 +64,12 @@ from scheduler.runtime.launch import (
     write_verdicts,
 )
 from scheduler.runtime.outcome import part_exited
+from scheduler.runtime.process_tree import become_subreaper
 from scheduler.runtime.trial_process import TrialProcess
 
 RUNNING_WAIT_S = 0.05  # a trial running: its exit wakes the agent at once (pidfd); MPI is probed
 #                        this often (only KillTrial/StopTrial/Shutdown can arrive while the slot is busy)
+CLOCK_SLACK_S = 1.0  # a reported time may exceed how long the agent saw the trial run by this much
 PROGRESS_EVERY_S = 0.05  # how often a running trial's progress.jsonl is read (one fstat when unchanged)
 
 
@@ -89,6 +91,7 @@ class Agent:
         self.rank = comm.Get_rank()
         self.assignment = assignment
         binding = device_binding(device, me.inherited_devices, assignment.local_index)
+        become_subreaper()  # an exec'd trial's leftovers come here when it ends (process_tree)
         self.launcher = make_launcher(launcher.kind, binding, list(launcher.preload))
         self.procs: dict[tuple[int, int], TrialProcess] = {}
         self.queued: dict[tuple[int, int], StartTrial] = {}  # the start waiting for each running key
@@ -172,7 +175,7 @@ class Agent:
         if tail is None:
             return
         noted = len(tail.problems)
-        epochs = tail.read()
+        epochs = tail.read(max_seconds=time.time() - proc.start_time + CLOCK_SLACK_S)
         for problem in tail.problems[noted:]:  # the trial's problem, in the trial's log
             proc.note(problem)
         if epochs:
@@ -224,6 +227,7 @@ class Agent:
             end = time.time()
             proc.close()
             del self.procs[key]
+            self.launcher.end_leftovers(list(self.procs.values()))  # what it left outside its group
             self._forward_progress(key, proc)  # the last epochs before the exit report
             self.tails.pop(key, None)
             successor = self.queued.pop(key, None)
@@ -249,6 +253,7 @@ class Agent:
                     del self.procs[key]
             if self.procs:
                 self.launcher.wait(list(self.procs.values()), 0.01)
+        self.launcher.end_leftovers([])
 
     def run(self) -> None:
         """Serve rank 0 until it sends Shutdown."""

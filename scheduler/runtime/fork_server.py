@@ -29,6 +29,7 @@ from scheduler.runtime.launch import (
     trial_env,
     wait_for_exit,
 )
+from scheduler.runtime.process_tree import kill_adopted
 from scheduler.runtime.trial_process import TrialProcess
 
 READY_TIMEOUT_S = 900.0  # importing torch from a cold parallel file system can take minutes
@@ -191,6 +192,16 @@ class ForkServerLauncher(Launcher):
         if proc.handle.returncode is None:
             self._running[pid] = proc
         return proc
+
+    def end_leftovers(self, running: list[TrialProcess]) -> list[int]:
+        """What ended trials left behind, both under the server (a child subreaper: it reaps what
+        is killed here) and under this process (exec'd trials after the server died)."""
+        forked = {p.handle.pid for p in running if isinstance(p.handle, ForkedChild)}
+        left = kill_adopted(self.server.pid, forked) if self.server is not None and self.dead_reason is None else []
+        return left + super().end_leftovers(running)
+
+    def helper_pids(self) -> list[int]:
+        return [self.server.pid] if self.server is not None else []
 
     def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
         if self.dead_reason is not None or not self._running:

@@ -16,7 +16,9 @@ makes of its end is :mod:`scheduler.runtime.outcome`). Exit code 75 says the mac
 (:mod:`scheduler.runtime.faults`).
 
 Isolation: every process starts in its own session (``start_new_session=True``), so a hang is killed
-together with its children by signalling the process group; on Linux it also gets
+together with its children by signalling the process group; it is a child subreaper, so what it
+starts stays in its tree whatever session it moves to, and what is left when it ends is killed by
+its launcher (:mod:`scheduler.runtime.process_tree`); on Linux it also gets
 ``PR_SET_PDEATHSIG=SIGKILL`` so it cannot outlive an agent killed with ``kill -9`` (a trial orphaned
 by a dead campaign would otherwise race its own re-run after ``--resume``).
 """
@@ -35,8 +37,9 @@ from pathlib import Path
 from typing import Callable
 
 from hydragnn_ensemble.run_dir import RunDir, VerdictWait
-from hydragnn_ensemble.untrusted_files import write_atomic
+from hydragnn_ensemble.untrusted_files import remove_any, write_atomic
 from scheduler.runtime.messages import StartTrial
+from scheduler.runtime.process_tree import SUBREAPER, kill_adopted
 from scheduler.runtime.trial_process import TrialProcess
 
 GPU_VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -98,11 +101,10 @@ def write_verdicts(start: StartTrial) -> None:
     if not start.read_result:
         return
     run_dir = RunDir(Path(start.run_dir))
-    run_dir.go_on.unlink(missing_ok=True)
+    remove_any(run_dir.go_on)  # whatever an earlier attempt left there
+    remove_any(run_dir.verdicts)
     if start.verdict_epochs and start.verdict_wait_s > 0:
         write_atomic(run_dir.verdicts, VerdictWait(frozenset(start.verdict_epochs), start.verdict_wait_s).to_json())
-    else:
-        run_dir.verdicts.unlink(missing_ok=True)
 
 
 def device_binding(device: str, inherited: dict[str, str], local_index: int) -> dict[str, str]:
@@ -140,8 +142,9 @@ def trial_env(base_env: dict[str, str], binding: dict[str, str]) -> dict[str, st
     return env
 
 
-def _load_prctl(niceness: int = 0) -> Callable[[], None] | None:
-    """A pre-exec hook setting PR_SET_PDEATHSIG=SIGKILL (Linux) and raising the niceness by
+def _load_prctl(niceness: int = 0, subreaper: bool = False) -> Callable[[], None] | None:
+    """A pre-exec hook setting PR_SET_PDEATHSIG=SIGKILL (Linux), with ``subreaper`` making the
+    process a child subreaper (:mod:`scheduler.runtime.process_tree`), and raising the niceness by
     ``niceness``, or None when there is nothing to do."""
     if not sys.platform.startswith("linux"):
         return (lambda: os.nice(niceness)) if niceness else None
@@ -150,6 +153,8 @@ def _load_prctl(niceness: int = 0) -> Callable[[], None] | None:
 
     def die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        if subreaper:
+            libc.prctl(SUBREAPER, 1, 0, 0, 0)
         if niceness:
             os.nice(niceness)
 
@@ -159,12 +164,13 @@ def _load_prctl(niceness: int = 0) -> Callable[[], None] | None:
 class Launcher(ABC):
     """Starts the trial processes of one agent slot and waits for them.
 
-    Contract: :meth:`launch` starts one process (its own session, output appended to
-    ``start.log_path``, the slot's GPU binding in its environment) and returns its
+    Contract: :meth:`launch` starts one process (its own session, a child subreaper, output
+    appended to ``start.log_path``, the slot's GPU binding in its environment) and returns its
     :class:`TrialProcess`, or raises OSError when it cannot start; :meth:`wait` returns after at most
     ``timeout_s``, early when one of ``procs`` may have ended, and afterwards ``TrialProcess.poll()``
-    reports every exit that happened; :meth:`close` releases the launcher's own resources (the agent
-    has already ended its processes).
+    reports every exit that happened; :meth:`end_leftovers` kills what ended trials left behind
+    (called after each exit); :meth:`close` releases the launcher's own resources (the agent has
+    already ended its processes).
     """
 
     @abstractmethod
@@ -174,6 +180,17 @@ class Launcher(ABC):
     @abstractmethod
     def wait(self, procs: list[TrialProcess], timeout_s: float) -> None:
         """Block up to ``timeout_s`` or until one of ``procs`` may have exited."""
+
+    def end_leftovers(self, running: list[TrialProcess]) -> list[int]:
+        """Kill the processes ended trials left behind: this process's children (it is a child
+        subreaper, :mod:`scheduler.runtime.process_tree`) other than the ``running`` trials and
+        the launcher's own helpers; returns their pids."""
+        keep = {p.handle.pid for p in running} | set(self.helper_pids())
+        return kill_adopted(os.getpid(), keep)
+
+    def helper_pids(self) -> list[int]:
+        """Children of this process that the launcher keeps (none by default)."""
+        return []
 
     def ready(self) -> None:
         """Block until trials can be started without further set-up (at once by default)."""
@@ -188,7 +205,7 @@ class ExecLauncher(Launcher):
     def __init__(self, binding: dict[str, str], python: str = sys.executable) -> None:
         self.env = trial_env(dict(os.environ), binding)
         self.python = python
-        self._preexec = _load_prctl(TRIAL_NICENESS)
+        self._preexec = _load_prctl(TRIAL_NICENESS, subreaper=True)
 
     def launch(self, start: StartTrial) -> TrialProcess:
         """Start the process; output goes to ``start.log_path``. Raises OSError if it cannot start."""

@@ -43,22 +43,24 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _seconds(value: Any) -> float | None:
-    """A time the cost model can use: finite and >= 0; anything else (a negative or non-finite time, a
-    text) is no time (None): the report still counts, the model does not learn from it."""
+def _seconds(value: Any, max_seconds: float) -> float | None:
+    """A time the cost model can use: finite, >= 0 and at most ``max_seconds`` (how long the trial's
+    process has existed: no epoch outlasts its process); anything else (a negative, non-finite or
+    impossible time, a text) is no time (None): the report still counts, the model does not learn
+    from it."""
     try:
         number = _number(value)
     except ValueError:
         return None
-    return number if number is not None and number >= 0 else None
+    return number if number is not None and 0 <= number <= max_seconds else None
 
 
-def parse_line(line: str, problems: list[str] | None = None) -> EpochReport | None:
+def parse_line(line: str, problems: list[str] | None = None, max_seconds: float = math.inf) -> EpochReport | None:
     """The :class:`EpochReport` of one line (``epoch`` an int in 1..MAX_EPOCH, ``objective`` and
     each head's ``val_mae``/``val_rmse`` a number or null; ``elapsed_s``, ``epoch_s``, ``train_s``
-    seconds >= 0, or None where absent or unusable), or None when the line is not one (see the
-    module docstring). A time given but unusable is named in ``problems``: the cost model does not
-    learn from it."""
+    seconds in ``[0, max_seconds]``, or None where absent or unusable), or None when the line is not
+    one (see the module docstring). A time given but unusable is named in ``problems``: the cost
+    model does not learn from it."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -72,9 +74,9 @@ def parse_line(line: str, problems: list[str] | None = None) -> EpochReport | No
         return None
     try:
         objective = _number(data.get("objective"))
-        elapsed = _seconds(data.get("elapsed_s"))
-        epoch_s = _seconds(data.get("epoch_s"))
-        train_s = _seconds(data.get("train_s"))
+        elapsed = _seconds(data.get("elapsed_s"), max_seconds)
+        epoch_s = _seconds(data.get("epoch_s"), max_seconds)
+        train_s = _seconds(data.get("train_s"), max_seconds)
         clean = {str(name): HeadMetrics(val_mae=_number(m.get("val_mae")), val_rmse=_number(m.get("val_rmse")))
                  for name, m in heads.items() if isinstance(m, dict)}
     except ValueError:
@@ -84,8 +86,9 @@ def parse_line(line: str, problems: list[str] | None = None) -> EpochReport | No
     if problems is not None:
         for key, kept in (("elapsed_s", elapsed), ("epoch_s", epoch_s), ("train_s", train_s)):
             if kept is None and data.get(key) is not None:
+                bound = f", at most the {max_seconds:.4g} s the trial has run" if math.isfinite(max_seconds) else ""
                 problems.append(f"epoch {epoch}: {key} {str(data[key])[:40]!r} is not a time in seconds "
-                                f"(finite, >= 0): not learnt from")
+                                f"(finite, >= 0{bound}): not learnt from")
     return EpochReport(epoch, objective, clean, elapsed, epoch_s, train_s)
 
 
@@ -105,8 +108,9 @@ class ProgressTail:
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(f"{self.path.name}: {text}")
 
-    def read(self) -> list[EpochReport]:
-        """The epoch reports of the complete lines written since the last read."""
+    def read(self, max_seconds: float = math.inf) -> list[EpochReport]:
+        """The epoch reports of the complete lines written since the last read; a time above
+        ``max_seconds`` (how long the trial has run) is dropped and named."""
         if self.unreadable:
             return []
         try:
@@ -136,7 +140,7 @@ class ProgressTail:
         reports = []
         for raw in lines:
             unusable: list[str] = []
-            report = parse_line(raw.decode("utf-8", errors="replace"), unusable)
+            report = parse_line(raw.decode("utf-8", errors="replace"), unusable, max_seconds)
             for text in unusable:
                 self._problem(text)
             if report is None:

@@ -119,6 +119,9 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
             notices.append(sizer.notice)
         if sharing.enabled:
             notices.append(sharing_notice(sharing, res.device, hellos))
+            loss = sharing.loss_warning()
+            if loss is not None:
+                notices.append(f"warning: {loss}")
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
                               progress=ProgressLine(enabled=False), stopper=stopper, sharing=sharing)
         again = [TrialSpec(u.trial_id, u.params, u.attempt,

@@ -55,12 +55,15 @@ from hpo.events import (
     TrialSuggested,
 )
 from hpo.events import TrialProgress as EpochEvent
+from hpo.results_table import ResultsTableError
 from hpo.session import CampaignSession
 from hpo.stoppers import Stopper
+from hydragnn_ensemble.config import ConfigError, epoch_budget
 from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
-from hydragnn_ensemble.untrusted_files import write_atomic
-from scheduler.loop import CampaignLoop, LoopActions, LoopRules, Outcomes, QueuedTrial, RunningTrial, TrialSpec
+from hydragnn_ensemble.untrusted_files import is_regular_file, move_aside, remove_any, write_atomic
+from scheduler.loop import (CampaignLoop, LoopActions, LoopRules, Outcomes, PlacementStuckError, QueuedTrial,
+                            RunningTrial, TrialSpec)
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import DrainReport
 from scheduler.runtime.layout import ClusterLayout
@@ -106,6 +109,7 @@ class CampaignSummary:
     elapsed_s: float
     stopped_by_failures: bool = False
     failure_message: str | None = None
+    cannot_place: str | None = None  # why trials waited that no node left in service could run
     rank0_busy_s: float = 0.0  # time rank 0 spent deciding, journaling and messaging (not sleeping)
     trial_process_s: float = 0.0  # sum of the wall times of all trial processes of this run
     slot_seconds: float = 0.0  # usable slots x elapsed
@@ -181,6 +185,7 @@ class SchedulerRank(LoopActions):
         self._rank0_busy_s = 0.0
         self._last_csv = time.monotonic()
         self._dirty_csv = False
+        self._results_blocked = False  # results.csv's place is taken by no file: noted once, not retried
 
     @property
     def stop_reason(self) -> str | None:
@@ -300,7 +305,7 @@ class SchedulerRank(LoopActions):
         init = None
         if world > 1:
             rdv = run_dir.root / f"rendezvous.{spec.attempt}"
-            rdv.unlink(missing_ok=True)
+            remove_any(rdv)
             init = f"file://{rdv}"
         limit = float(self.cfg.trial_time_limit_s)
         self._pending_starts.extend(
@@ -322,7 +327,10 @@ class SchedulerRank(LoopActions):
         stopper = self.loop.stopper
         if stopper is None or self.cfg.early_stopping.verdict_wait_s <= 0:
             return ()
-        budget = int(config["NeuralNetwork"]["Training"]["num_epoch"])
+        try:
+            budget = spec.sized.epochs if spec.sized is not None and spec.sized.epochs else epoch_budget(config)
+        except ConfigError:  # a custom trial program's own config: it gets no verdicts to wait for
+            return ()
         return tuple(e for e in stopper.decision_epochs(budget) if e > spec.resume_epoch)
 
     def _prepare_dir(self, spec: TrialSpec, config: dict[str, Any]) -> tuple[RunDir, str | None]:
@@ -334,16 +342,19 @@ class SchedulerRank(LoopActions):
         if spec.attempt == 0 and spec.trial_id >= self._new_dirs_from:
             return run_dir, text
         run_dir.root.mkdir(parents=True, exist_ok=True)
-        if not run_dir.config.exists():
+        # the earlier attempt's program may have left anything under these names (a directory, a
+        # pipe, a link): whatever it is goes; an earlier attempt's stop request is not this one's
+        for planted in (run_dir.stop, run_dir.go_on, run_dir.verdicts):
+            remove_any(planted)
+        if not is_regular_file(run_dir.config):
+            remove_any(run_dir.config)
             write_atomic(run_dir.config, text)
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
         # attempt whose start never reached the journal (crash) as <name>.lost.<ext>
         tag = f"attempt{spec.attempt - 1}" if spec.attempt > 0 else "lost"
-        run_dir.stop.unlink(missing_ok=True)  # an earlier attempt's stop request is not this one's
         for old in [run_dir.result, run_dir.progress, *run_dir.logs()]:
-            if old.exists():
-                stem, _, ext = old.name.rpartition(".")
-                os.replace(old, run_dir.root / f"{stem}.{tag}.{ext}")
+            stem, _, ext = old.name.rpartition(".")
+            move_aside(old, run_dir.root / f"{stem}.{tag}.{ext}")
         return run_dir, None
 
     # -- reports -------------------------------------------------------------------------------------
@@ -453,7 +464,7 @@ class SchedulerRank(LoopActions):
         if self.progress.due(mono):
             self.progress.show(self._snapshot(now), mono)
         if self._dirty_csv and mono - self._last_csv >= RESULTS_CSV_EVERY_S:
-            self.session.write_results()
+            self._write_results()
             self._last_csv = mono
             self._dirty_csv = False
         self.transport.progress()
@@ -466,7 +477,11 @@ class SchedulerRank(LoopActions):
             self.loop.stop(f"max_time_s ({self.cfg.max_time_s:g} s) reached")
         busy = self.loop.start_waiting(now) > 0 or busy  # the critical path first
         self._commit()
-        busy = self.loop.fill(now, self.session.pool) > 0 or busy
+        try:
+            busy = self.loop.fill(now, self.session.pool) > 0 or busy
+        except PlacementStuckError as exc:  # nothing placeable on an idle machine: end, saying why
+            self.loop.cannot_place = str(exc)
+            self.loop.stop(str(exc))
         self._commit()
         return busy
 
@@ -498,7 +513,7 @@ class SchedulerRank(LoopActions):
         now = self.clock()
         self._log(CampaignFinished(time=now, reason=self.stop_reason or ""))
         self._commit()
-        self.session.write_results()
+        self._write_results()
         self.progress.show(self._snapshot(now))
         self.progress.close()
         out = self.loop.outcomes
@@ -506,9 +521,21 @@ class SchedulerRank(LoopActions):
             reason=self.stop_reason or "", finished=out.finished, failed=out.failed,
             statuses=dict(out.statuses), best_objective=out.best_objective, best_trial=out.best_trial,
             elapsed_s=now - self.t_go, stopped_by_failures=self.loop.stopped_by_failures,
-            failure_message=self.loop.failure_message, rank0_busy_s=self._rank0_busy_s,
+            failure_message=self.loop.failure_message, cannot_place=self.loop.cannot_place,
+            rank0_busy_s=self._rank0_busy_s,
             trial_process_s=self._trial_process_s, slot_seconds=self.layout.usable_slots * (now - self.t_go),
             failure_reasons=failure_counts(r for r, _ in out.failure_reasons))
+
+    def _write_results(self) -> None:
+        """results.csv from the live state; when something other than a file took its place, one
+        line says so and the campaign goes on (the journal is the campaign's record)."""
+        if self._results_blocked:
+            return
+        try:
+            self.session.write_results()
+        except ResultsTableError as exc:
+            self._results_blocked = True
+            self.progress.note(f"warning: {exc}")
 
     def shutdown(self, reason: str) -> None:
         """Tell every agent to stop (kills whatever still runs there) and wait for the sends."""

@@ -23,8 +23,10 @@ Protocol (one JSON object per line; requests on stdin, replies on stdout):
   negative = killed by that signal).
 
 Isolation is the same as for an exec'd trial: each child starts its own session (so the agent can
-kill its process group) and gets ``PR_SET_PDEATHSIG=SIGKILL`` (this server itself gets it too, from
-the agent), so nothing outlives a dead agent. End of stdin (the agent closed the pipe or died):
+kill its process group), is a child subreaper and gets ``PR_SET_PDEATHSIG=SIGKILL`` (this server
+itself gets it too, from the agent), so nothing outlives a dead agent. This server is a subreaper
+too: what an ended trial left behind becomes its child, which the agent kills and this server
+reaps (without an exit report: it was no trial). End of stdin (the agent closed the pipe or died):
 the server kills its children's groups and exits.
 """
 
@@ -44,9 +46,18 @@ import traceback
 _PR_SET_PDEATHSIG = 1
 
 
+_PR_SET_CHILD_SUBREAPER = 36  # (scheduler.runtime.process_tree.SUBREAPER; this file imports nothing of ours)
+
+
 def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _become_subreaper() -> None:
+    """Orphans of this process's descendants become its children (scheduler.runtime.process_tree)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -84,6 +95,7 @@ def _run_child(request: dict, keep_fds: tuple[int, ...]) -> None:
         os.setsid()
         os.nice(request.get("niceness", 0))
         _die_with_parent()
+        _become_subreaper()  # what the trial starts stays in its tree, whatever session it moves to
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
@@ -127,20 +139,22 @@ class _Server:
         os.set_blocking(self.wake_r, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        _become_subreaper()  # an ended trial's leftovers come here: the agent kills them, we reap
 
     def reply(self, obj: dict) -> None:
         os.write(self.reply_fd, (json.dumps(obj) + "\n").encode())
 
     def reap(self) -> None:
-        while self.children:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            self.children.discard(pid)
-            self.reply({"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
+            if pid in self.children:  # not an ended trial's leftover the agent killed (adopted)
+                self.children.discard(pid)
+                self.reply({"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
     def start(self, request: dict) -> None:
         try:

@@ -142,7 +142,8 @@ class WorkloadSizer:
         t = self.by_id[params[WORKLOAD_KEY]]
         return t.slots, t.predicted_seconds
 
-    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes) -> bool:
+    def observe_epoch(self, params: dict[str, Any], slots: int, attempt: tuple[int, int], times: EpochTimes,
+                      node: int | None = None) -> bool:
         """Count the attempt as learnt from when the workload models learning (True: predictions
         may have changed); ``model`` itself learns from finished trials only, so its recorded error
         is each whole trial's."""
@@ -152,10 +153,10 @@ class WorkloadSizer:
         return True
 
     def observe(self, params: dict[str, Any], slots: int, wall_time_s: float, ok: bool,
-                epochs: int | None = None) -> None:
+                epochs: int | None = None, node: int | None = None) -> None:
         t = self.by_id[params[WORKLOAD_KEY]]
         if ok and t.features is not None:
-            self.model.update(t.features, self.width_of(t.trial_id), wall_time_s)
+            self.model.update(t.features, self.width_of(t.trial_id), wall_time_s, node=node)
 
     def larger_than(self, slots: int) -> int | None:
         return None  # no out-of-memory kills in the simulator

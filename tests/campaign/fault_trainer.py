@@ -34,10 +34,19 @@ is the name of RUN_DIR) or else ``config["Fault"]["mode"]`` (a search-space key)
 - hostile progress files: ``huge_epoch`` (a line with epoch 2**64, then epoch 1, then completes),
   ``long_line`` (a line of 1.5 MiB without a newline until its end, then epochs 1-3),
   ``progress_fifo`` (progress.jsonl is a named pipe, and the trial hangs);
+- ``lie``: like ``epochs`` but every progress line claims ``Fault.lies[<trial id>]`` or ``Fault.lie``
+  (a dict, e.g. ``{"epoch_s": 1.7e308}``) in place of its honest values (rank 0 must not believe it);
+- ``plant_once``: on its first attempt leave a directory where the campaign writes ``stop``,
+  ``go_on``, ``verdicts.json`` and ``config.json``, a directory named ``progress.jsonl``, a dangling
+  symbolic link as ``result.json`` and a named pipe as ``train.rank1.log``, then exit 3
+  (``Fault.then: hang``: hang instead, for a kill -9 of the campaign); later attempts succeed;
+- ``daemon``: start a grandchild that leaves the trial's process group (``setsid``), writes its pid
+  to ``RUN_DIR/daemon.pid`` and sleeps for ever; then succeed (the agent must end it with the trial);
 - the machine's faults: ``infra_once`` (exit code 75 on the first attempt, succeed on the next; a
   marker file remembers), ``fill_disk_once`` (on the first attempt, fill the run directory's file
   system with RUN_DIR/junk and fail writing the result; succeed on the next);
-  ``bad_node``: on the MPI rank ``Fault.bad_rank`` (``PMI_RANK``, inherited from the agent) raise
+  ``bad_node``: on the MPI rank ``Fault.bad_rank`` (``PMI_RANK``, inherited from the agent; "all":
+  every rank) raise
   ``RuntimeError: CUDA error: an illegal memory access was encountered`` (a node-level failure),
   elsewhere succeed.
 
@@ -112,7 +121,8 @@ def train(args: argparse.Namespace) -> int:
     print(f"fault_trainer: trial {run_dir.name} rank {args.rank}/{args.world_size} mode {mode}", flush=True)
     if mode == "raise":
         raise RuntimeError("injected failure")
-    if mode == "bad_node" and os.environ.get("PMI_RANK") == str(config["Fault"]["bad_rank"]):
+    bad = config.get("Fault", {}).get("bad_rank")
+    if mode == "bad_node" and (bad == "all" or os.environ.get("PMI_RANK") == str(bad)):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
     if mode == "hang":
         while True:
@@ -133,8 +143,13 @@ def train(args: argparse.Namespace) -> int:
             print("fault_trainer: crashing on purpose (first attempt)", flush=True)
             return 3
     fault = config.get("Fault", {})
-    if mode in ("epochs", "ignore_stop"):
-        return _epochs(config, run_dir, t0, obey_stop=mode == "epochs")
+    if mode in ("epochs", "ignore_stop", "lie"):
+        return _epochs(config, run_dir, t0, obey_stop=mode != "ignore_stop",
+                       lie=fault.get("lies", {}).get(run_dir.name, fault.get("lie", {})) if mode == "lie" else {})
+    if mode == "plant_once" and _plant_once(run_dir, fault.get("then", "fail")):
+        return 3
+    if mode == "daemon":
+        _start_daemon(run_dir)
     if mode in ("huge_epoch", "long_line", "progress_fifo"):
         _hostile_progress(mode, config, run_dir, t0)
     if mode in ("infra_once", "fill_disk_once"):
@@ -203,6 +218,46 @@ def _hostile_progress(mode: str, config: dict, run_dir: Path, t0: float) -> None
     time.sleep(0.6)  # read while the trial runs, then its exit
 
 
+def _plant_once(run_dir: Path, then: str) -> bool:
+    """On the first attempt (a marker beside the run directory remembers), plant what the campaign
+    must cope with when it re-runs the trial; True: exit now (``then`` "fail"), else hang."""
+    marker = run_dir.parent / f"{run_dir.name}.planted"
+    if marker.exists():
+        return False
+    marker.write_text("1")
+    for name in ("stop", "go_on", "verdicts.json", "progress.jsonl"):
+        (run_dir / name).mkdir(exist_ok=True)
+        (run_dir / name / "inside").write_text("x")
+    (run_dir / "config.json").unlink()
+    (run_dir / "config.json").mkdir()
+    os.symlink(run_dir / "nowhere", run_dir / "result.json")
+    os.mkfifo(run_dir / "train.rank1.log")
+    print("fault_trainer: planted directories, a link and a pipe", flush=True)
+    if then == "hang":
+        while True:
+            time.sleep(1.0)
+    return True
+
+
+def _start_daemon(run_dir: Path) -> None:
+    """Fork a grandchild that calls setsid() (out of the trial's process group), records its pid
+    and sleeps for ever; the trial itself goes on."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                (run_dir / "daemon.pid").write_text(str(os.getpid()))
+                while True:
+                    time.sleep(1.0)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    deadline = time.time() + 5
+    while not (run_dir / "daemon.pid").exists() and time.time() < deadline:
+        time.sleep(0.01)
+
+
 def _fill_disk(run_dir: Path) -> None:
     """Fill the file system of ``run_dir`` (RUN_DIR/junk) and fail writing the result (ENOSPC)."""
     block = b"\0" * (1 << 16)
@@ -216,7 +271,7 @@ def _fill_disk(run_dir: Path) -> None:
     _write(run_dir, _result("completed", 1.0, None, 0.0, 1))  # raises OSError (ENOSPC): exit 1
 
 
-def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> int:
+def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True, lie: dict | None = None) -> int:
     fault = config.get("Fault", {})
     from hydragnn_ensemble.run_dir import RunDir, VerdictWait
 
@@ -229,8 +284,8 @@ def _epochs(config: dict, run_dir: Path, t0: float, obey_stop: bool = True) -> i
         value = objective_of(config) + 1.0 / epoch
         best = min(best, value)
         with open(run_dir / "progress.jsonl", "a") as fh:
-            fh.write(json.dumps({"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0,
-                                 "epoch_s": epoch_s}) + "\n")
+            line = {"epoch": epoch, "objective": value, "heads": {}, "elapsed_s": time.time() - t0, "epoch_s": epoch_s}
+            fh.write(json.dumps({**line, **(lie or {})}) + "\n")
         stop = run_dir / "stop"
         if obey_stop and epoch < epochs and verdicts is not None:
             verdicts.wait_after(RunDir(run_dir), epoch)

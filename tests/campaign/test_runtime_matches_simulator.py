@@ -54,10 +54,10 @@ class TableSizer:
         s = sized(params)
         return s.slots, s.predicted_seconds
 
-    def observe_epoch(self, params, slots, attempt, times):
+    def observe_epoch(self, params, slots, attempt, times, node=None):
         return False
 
-    def observe(self, params, slots, wall_time_s, ok, epochs=None):
+    def observe(self, params, slots, wall_time_s, ok, epochs=None, node=None):
         pass
 
     def regrow(self, params, slots, epoch_s):

@@ -88,6 +88,12 @@ def test_epoch_times_the_cost_model_cannot_use_are_dropped_and_named(tmp_path: P
     assert tail.skipped == 0 and len(tail.problems) == 3
     assert tail.problems[0] == "progress.jsonl: epoch 1: epoch_s '-3.0' is not a time in seconds (finite, >= 0): not learnt from"
     assert "epoch 2: train_s 'fast'" in tail.problems[2]
+    # a time longer than the trial has run (what the agent's clock says) is impossible: dropped too
+    path.write_text(json.dumps({"epoch": 1, "objective": 0.5, "epoch_s": 1.7e308, "elapsed_s": 9.0}) + "\n")
+    tail = ProgressTail(path)
+    assert [(r.epoch_s, r.elapsed_s) for r in tail.read(max_seconds=10.0)] == [(None, 9.0)]
+    assert tail.problems == ["progress.jsonl: epoch 1: epoch_s '1.7e+308' is not a time in seconds (finite, >= 0, "
+                             "at most the 10 s the trial has run): not learnt from"]
 
 
 def test_a_line_over_a_mebibyte_is_skipped_and_the_curve_goes_on(tmp_path: Path) -> None:

@@ -198,3 +198,94 @@ def test_runtime_sizer_learns_from_epochs_once_and_journals_its_terms(tmp_path):
     assert again.startup_s == 2.0 and again.epoch_s_at(1) == pytest.approx(3.0)
     assert again.predicted_seconds == pytest.approx(2.0 + 4 * 3.0)
     assert not sizer.observe_epoch(params, 1, (1, 0), EpochTimes(2.0, -1.0, None))
+
+
+def _honest_model(rows_per_node: int, nodes: int, rng: np.random.Generator,
+                  m: CostModel | None = None) -> tuple[CostModel, list[TrialFeatures]]:
+    """A model (``m``, or a new one) taught ``rows_per_node`` attempts on each of ``nodes`` nodes
+    whose trials train at the analytic rate times a type factor, with 10% noise."""
+    from scheduler.cost_model import EpochTimes
+
+    m = m if m is not None else CostModel(STATS, startup_prior_s=5.0)
+    factor = {"GIN": 2.5, "SchNet": 1.2, "EGNN": 0.8, "PaiNN": 0.6}
+    key = 0
+    for node in range(nodes):
+        for _ in range(rows_per_node):
+            kind = str(rng.choice(list(factor)))
+            f = TrialFeatures(kind, int(rng.integers(32, 256)), int(rng.integers(2, 5)), 32, 10)
+            train = m.analytic_epoch(f) * factor[f.mpnn_type] * math.exp(0.1 * rng.standard_normal())
+            assert m.learn_epoch(key, f, 1, EpochTimes(3.0, 1.2 * train, train), node)
+            key += 1
+    probes = [TrialFeatures(t, h, 3, 32, 20) for t in factor for h in (48, 160)]
+    return m, probes
+
+
+def _bound(m: CostModel, mpnn_type: str) -> float:
+    """scheduler.robust_ridge's bound on what one lying attempt of ``mpnn_type`` moves a prediction
+    by: exp(ln 2 / n), n the honest attempts of that type (5% more for the evaluation share)."""
+    n = sum(1 for x, _, _ in m._all._rows.values() if x[1 + m._TYPES.index(mpnn_type)] == 1.0) - 1
+    return 1.05 * math.exp(math.log(2.0) / max(1, n))
+
+
+@pytest.mark.parametrize("lie", [1.7e308, 1e63, 1e14, 1e-59, 1e-300])
+def test_one_lying_attempt_moves_no_prediction_by_more_than_the_stated_bound(lie: float) -> None:
+    """One attempt reporting an absurd (but finite, positive) epoch time among 24 honest ones moves
+    every prediction by at most scheduler.robust_ridge's bound exp(ln 2 / n) (1.19x with the n = 4
+    honest attempts of its type here), never to NaN, 0 or infinity; before the robust fit 1.7e308
+    gave NaN."""
+    from scheduler.cost_model import EpochTimes
+
+    m, probes = _honest_model(6, 4, np.random.default_rng(1))
+    before = [m.predict_seconds(f, 1) for f in probes]
+    liar = TrialFeatures("SchNet", 64, 3, 32, 10)
+    m.learn_epoch("liar", liar, 1, EpochTimes(3.0, lie, lie), node=0)
+    after = [m.predict_seconds(f, 1) for f in probes]
+    ratios = [a / b for a, b in zip(after, before)]
+    assert all(math.isfinite(a) and a > 0 for a in after)
+    assert max(max(ratios), 1 / min(ratios)) <= _bound(m, "SchNet"), ratios
+
+
+def test_a_lying_first_attempt_is_outvoted_once_honest_ones_arrive() -> None:
+    """The first row can claim at most 1000x of the analytic prior; once others are in it is
+    clipped to theirs: the predictions end within the same bound of a model that never saw it."""
+    from scheduler.cost_model import EpochTimes
+
+    clean, probes = _honest_model(6, 4, np.random.default_rng(2))
+    m = CostModel(STATS, startup_prior_s=5.0)
+    m.learn_epoch("liar", TrialFeatures("GIN", 64, 3, 32, 10), 1, EpochTimes(3.0, 1e-59, 1e-59), node=0)
+    alone = m.predict_seconds(probes[0], 1) / clean.predict_seconds(probes[0], 1)
+    assert 1e-3 < alone < 1  # alone it moves the model by at most 1000x of the analytic prior
+    _honest_model(6, 4, np.random.default_rng(2), m)  # the same honest attempts after it
+    ratios = [m.predict_seconds(f, 1) / clean.predict_seconds(f, 1) for f in probes]
+    assert max(max(ratios), 1 / min(ratios)) <= _bound(clean, "GIN"), ratios
+
+
+def test_a_node_a_hundred_times_slower_keeps_its_factor_to_itself() -> None:
+    """4 nodes, one of which trains 100x slower than the others: the predictions (for the typical
+    node) move by at most 1.15x, and the model names that node's factor; before per-node factors
+    the issue measured 4-7x for every node."""
+    from scheduler.cost_model import EpochTimes
+
+    rng = np.random.default_rng(3)
+    m, probes = _honest_model(5, 3, rng)
+    before = [m.predict_seconds(f, 1) for f in probes]
+    for i in range(5):
+        f = TrialFeatures("GIN", int(rng.integers(32, 256)), 3, 32, 10)
+        train = 100 * 2.5 * m.analytic_epoch(f)
+        m.learn_epoch(("slow", i), f, 1, EpochTimes(3.0, 1.2 * train, train), node=3)
+    ratios = [m.predict_seconds(f, 1) / b for f, b in zip(probes, before)]
+    assert max(max(ratios), 1 / min(ratios)) <= 1.15, ratios
+    assert m.node_factor(3) > 3 and 0.8 < m.node_factor(0) < 1.25  # seen within the 8x clip band
+
+
+def test_evaluation_share_and_parallel_efficiency_are_clipped() -> None:
+    """An epoch claiming a training pass of 1e-9 of it, or a two-slot attempt claiming a 1e9-fold
+    slow-down, cannot make the evaluation share or the learnt alpha absurd."""
+    from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes, LearntEfficiency
+
+    m = CostModel(STATS, efficiency=LearntEfficiency(min_attempts=1))
+    f = TrialFeatures("GIN", 64, 3, 32, 10)
+    m.learn_epoch("a", f, 1, EpochTimes(None, 10.0, 1e-8))
+    assert m.eval_factor == MAX_EVAL_FACTOR
+    m.learn_epoch("b", f, 2, EpochTimes(None, 1e9, 1e9))
+    assert m.efficiency.alpha == 1.0 and m.efficiency(2) == pytest.approx(0.5)

@@ -190,3 +190,19 @@ def test_whole_nodes_allocation_is_a_tuple_of_slot_ids_checked_per_node():
     assert held.nodes == (4, 5) and pool.owner_of(19) == 2 and pool.free_slots == 6 * 4 - 4 - 1 - 8  # node 3 drained
     assert pool.whole_free_nodes == 2 and pool.pick(12) is None and pool.pick(8).nodes == (0, 2)
     assert pool.release(2) == tuple(range(16, 24)) and pool.whole_free_nodes == 4
+
+
+def test_a_trial_avoiding_a_node_waits_for_another_unless_none_is_left() -> None:
+    """A retry after a node-level failure (``avoid``) is kept off that node while other nodes in
+    service could take it, even when only the avoided node has room now; once every other node is
+    drained it may go back."""
+    pool = ResourcePool(3, 2)
+    assert pool.pick(1, avoid=frozenset({0})) == (2,)  # best fit would be node 0 (lowest id)
+    pool.allocate(7, (2, 3, 4, 5))  # nodes 1 and 2 full, node 0 free
+    assert pool.pick(1) == (0,)
+    assert pool.pick(1, avoid=frozenset({0})) is None and not pool.can_fit(1, frozenset({0}))
+    assert pool.pick(4, avoid=frozenset({0})) is None  # 2 nodes' worth: nodes 1 and 2 would do
+    pool.release(7)
+    pool.drain(1)
+    pool.drain(2)
+    assert pool.pick(1, avoid=frozenset({0})) == (0,) and pool.can_fit(1, frozenset({0}))

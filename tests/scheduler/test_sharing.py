@@ -181,3 +181,18 @@ def test_the_colocation_bench_writes_a_curve_that_simulate_reads(tmp_path) -> No
 def test_simulate_cli_names_the_search_spaces(tmp_path, capsys) -> None:
     assert main(["simulate", "--space", "alloys", "-o", str(tmp_path / "x.json")]) == 2
     assert "--space 'alloys' is not a search space; choose one of hydragnn, demo" in capsys.readouterr().err
+
+
+def test_a_huge_k_is_refused_at_once_and_a_losing_curve_is_named() -> None:
+    """N10: gpu_sharing 100000000 with a curve that covers it hung at set-up (a slowdown per k);
+    N9: a curve on which k trials together run slower than one alone was used without a word."""
+    from hpo.campaign import MAX_TRIALS_PER_GPU, ResourcesConfig
+
+    huge = ColocationCurve({1: 1.0, 100_000_000: 2.0})
+    with pytest.raises(SharingError, match=f"2..{MAX_TRIALS_PER_GPU} trials per GPU, got '100000000'"):
+        GpuSharing.parse("100000000", 64.0, huge)  # refused before any per-k work
+    with pytest.raises(ValueError, match="2 to 48"):
+        ResourcesConfig(gpu_sharing="100000000", colocation_curve="c.json")
+    losing = GpuSharing.parse("2", 64.0, ColocationCurve({1: 1.0, 2: 0.9}))
+    assert "gives 2 trials per GPU 0.90x the throughput of one alone" in losing.loss_warning()
+    assert GpuSharing.parse("2", 64.0, ColocationCurve({1: 1.0, 2: 1.7})).loss_warning() is None

@@ -5,8 +5,9 @@ gives rank 0 (scheduler) and 4 agents (one trial slot each).
 
 Exit codes: 0 the campaign ended (budget, max_trials); 1 the failure threshold stopped it; 2 it could
 not start (bad campaign file, configs that do not fit the dataset, directory in use); 75 an
-infrastructure fault stopped it (disk full, I/O error, trial processes that cannot start): fix it and
-run the same command with --resume.
+infrastructure fault stopped it (disk full, I/O error, trial processes that cannot start, every node
+that could run the waiting trials drained after node-level failures): fix it and run the same
+command with --resume.
 """
 
 from __future__ import annotations
@@ -74,4 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if summary.stopped_by_failures:
         print(summary.failure_message, file=sys.stderr)
         return 1
+    if summary.cannot_place is not None:
+        print(f"error: the campaign stopped: no node left in service can run its trials: {summary.cannot_place}",
+              file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     return 0
