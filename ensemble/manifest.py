@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ MANIFEST_NAME = "manifest.json"
 MEMBERS_DIR = "members"
 FORMAT = "hydragnn-ensemble-manifest"
 VERSION = 1
+WEIGHT_SUM_TOLERANCE = 1e-6  # member weights (and each head's) sum to 1 within this
 
 
 class EnsembleIntegrityError(ValueError):
@@ -170,26 +172,40 @@ def read_manifest(ensemble_dir: str | os.PathLike, verify: bool = True) -> Manif
         raise EnsembleIntegrityError(f"{root}: not an ensemble directory (no {MANIFEST_NAME})")
     try:
         manifest = Manifest.model_validate(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError, ValidationError) as exc:
+    except RecursionError:
+        raise EnsembleIntegrityError(f"{path}: invalid manifest: nested deeper than a manifest ever is") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
         raise EnsembleIntegrityError(f"{path}: invalid manifest: {exc}") from exc
     if manifest.format != FORMAT or manifest.version != VERSION:
         raise EnsembleIntegrityError(
             f"{path}: format {manifest.format!r} version {manifest.version} is not {FORMAT!r} {VERSION}")
     if not manifest.members:
         raise EnsembleIntegrityError(f"{path}: the ensemble has no members")
-    for member in manifest.members:
-        bad = {h: w for h, w in member.head_weights.items() if not (w >= 0.0)}
-        if bad:
-            raise EnsembleIntegrityError(
-                f"{path}: member trial {member.trial_id}: negative or NaN head weights {bad}")
-    for head in {h for m in manifest.members for h in m.head_weights}:
-        if sum(m.weight_for(head) for m in manifest.members) <= 0.0:
-            raise EnsembleIntegrityError(f"{path}: head {head!r} has zero total weight over the members")
+    _check_weights(path, manifest)
     for member in manifest.members:
         member_checkpoint(root, member)
     if verify:
         verify_members(root, manifest)
     return manifest
+
+
+def _check_weights(path: Path, manifest: Manifest) -> None:
+    """Each member's weight finite and positive, its head weights finite and >= 0, and every head's
+    weights summing to 1 over the members (as ``select`` writes them); an error names the member."""
+    for member in manifest.members:
+        if not (math.isfinite(member.weight) and member.weight > 0.0):
+            raise EnsembleIntegrityError(
+                f"{path}: member trial {member.trial_id}: weight {member.weight!r} is not finite and positive")
+        bad = {h: w for h, w in member.head_weights.items() if not (math.isfinite(w) and w >= 0.0)}
+        if bad:
+            raise EnsembleIntegrityError(
+                f"{path}: member trial {member.trial_id}: head weights {bad} are not finite and >= 0")
+    heads = {h for m in manifest.members for h in m.head_weights}
+    for head, total in [(None, sum(m.weight for m in manifest.members)),
+                        *((h, sum(m.weight_for(h) for m in manifest.members)) for h in sorted(heads))]:
+        if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
+            what = "the members' weights" if head is None else f"head {head!r}'s weights"
+            raise EnsembleIntegrityError(f"{path}: {what} sum to {total:.6g}, not 1")
 
 
 def uncertainty_file(root: str | os.PathLike, manifest: Manifest) -> Path | None:

@@ -26,7 +26,7 @@ from graph_builders.schema import HeadRegistry
 from ensemble.combine import EnsemblePrediction, HeadPrediction, Observation, combine
 from ensemble.domain import InputDomain
 from ensemble.latent import LatentReference
-from ensemble.manifest import Manifest, member_checkpoint, read_manifest, uncertainty_file
+from ensemble.manifest import EnsembleIntegrityError, Manifest, member_checkpoint, read_manifest, uncertainty_file
 from ensemble.members import (
     INPUT_FIELDS,
     MemberModel,
@@ -83,7 +83,8 @@ class EnsemblePredictor:
     def __init__(self, ensemble_dir: str | os.PathLike, *, devices: Sequence[str | torch.device] | None = None,
                  comm: Any = None, batch_size: int = 32, verify: bool = True, progress: bool = False,
                  graph_builder: Callable[..., Data] | None = None) -> None:
-        from hydragnn_ensemble.inference import load_checkpoint
+        from hydragnn_ensemble.config import ConfigError, config_from_dict
+        from hydragnn_ensemble.inference import CheckpointError, load_checkpoint
 
         self.root = Path(ensemble_dir)
         self.manifest: Manifest = read_manifest(self.root, verify=verify)
@@ -105,7 +106,12 @@ class EnsemblePredictor:
         for j, k in enumerate(self.local_indices):
             entry = entries[k]
             dev = devs[j % len(devs)]
-            loaded = load_checkpoint(member_checkpoint(self.root, entry), device=dev)
+            path = member_checkpoint(self.root, entry)
+            try:  # the checkpoint must hold the model the manifest's config describes
+                loaded = load_checkpoint(path, config_from_dict(entry.config, f"member trial {entry.trial_id}"),
+                                         device=dev)
+            except (CheckpointError, ConfigError) as exc:
+                raise EnsembleIntegrityError(f"{self.root}: member trial {entry.trial_id}: {exc}") from None
             self.members.append(MemberModel(entry.trial_id, entry.weight, loaded, entry.radius, dev))
         self.domain: InputDomain | None = None
         self.latent: dict[int, LatentReference] = {}
@@ -119,8 +125,12 @@ class EnsemblePredictor:
             return
         self.domain = InputDomain(**info.domain)
         self.models = {h: HeadUncertainty.model_validate(m) for h, m in info.heads.items()}
-        with np.load(uncertainty_file(self.root, self.manifest), allow_pickle=False) as arrays:
-            stored = dict(arrays)
+        path = uncertainty_file(self.root, self.manifest)
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                stored = dict(arrays)
+        except (OSError, ValueError) as exc:  # pickled objects, not an npz, truncated...
+            raise EnsembleIntegrityError(f"{path}: not the ensemble's uncertainty arrays ({exc})") from None
         for trial_id in self.member_ids:
             prefix = member_prefix(trial_id)
             if any(key.startswith(prefix) for key in stored):

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpo.campaign import FrozenCampaign
 from hpo.campaign_dir import CampaignDir
-from hpo.journal import TornJournalLineWarning, read_events
+from hpo.journal import read_journal
 from hpo.state import CampaignState
 
 class CampaignReadError(ValueError):
@@ -55,9 +54,8 @@ def _state(cdir: CampaignDir) -> CampaignState | None:
             return state_from_results_csv(cdir.results_csv)
         return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TornJournalLineWarning)  # a running campaign's last line
-            return CampaignState.replay(read_events(cdir.journal))
+        contents = read_journal(cdir.journal)  # a torn last line (a running campaign's) is left out
+        return CampaignState.replay(contents.events, contents.where(cdir.journal))
     except ValueError as exc:
         detail = str(exc).removeprefix(f"{cdir.journal}: ")
         raise CampaignReadError(f"{cdir.journal}: cannot replay the journal: {detail}") from exc

@@ -100,6 +100,11 @@ class JournalContents:
     events: list[dict]
     torn_line: bytes | None = None
     torn_line_number: int | None = None
+    line_numbers: list[int] | None = None  # each event's line (None: event i is on line i + 1)
+
+    def where(self, path: str | os.PathLike) -> Callable[[int], str]:
+        """``index -> "PATH: line N"`` for :meth:`hpo.state.CampaignState.replay`'s errors."""
+        return lambda i: f"{path}: line {self.line_numbers[i] if self.line_numbers is not None else i + 1}"
 
 
 def prepare_events(events: Iterable[JournalEvent | Mapping[str, Any]]) -> list[dict]:
@@ -149,20 +154,22 @@ def _parse_line_by_line(path: Path, lines: list[bytes]) -> JournalContents:
     while last >= 0 and not lines[last].strip():
         last -= 1
     events: list[dict] = []
+    numbers: list[int] = []
     for number, line in enumerate(lines[: last + 1], start=1):
         event = _parse_line(line)
         if event is not None:
             events.append(event)
+            numbers.append(number)
         elif not line.strip():
             continue
         elif number - 1 == last:
-            return JournalContents(events, torn_line=line, torn_line_number=number)
+            return JournalContents(events, torn_line=line, torn_line_number=number, line_numbers=numbers)
         else:
             raise JournalCorruptError(
                 f"{path}: line {number} is not a complete JSON event ({_what_is_wrong(line)}; "
                 f"corruption inside the journal, not a torn last line): {line[:80]!r}"
             )
-    return JournalContents(events)
+    return JournalContents(events, line_numbers=numbers)
 
 
 def _what_is_wrong(line: bytes) -> str:

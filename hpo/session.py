@@ -22,7 +22,7 @@ from typing import Any
 from hpo.campaign import RESUMABLE_KEYS, CampaignConfig, check_unchanged, freeze
 from hpo.campaign_dir import CampaignDir, CampaignLock, check_new, check_resumable
 from hpo.events import JournalEvent
-from hpo.journal import Journal, read_journal
+from hpo.journal import Journal, JournalContents, read_journal
 from hpo.journal_writer import BackgroundJournal
 from hpo.optimizers import Optimizer, make_optimizer
 from hpo.pool import CandidatePool
@@ -71,10 +71,10 @@ class CampaignSession:
         lock.acquire(force=force_unlock)
         try:
             notices = [lock.notice] if lock.notice else []
-            events = cls._earlier_events(config, cdir, resume, notices)
+            contents = cls._earlier_events(config, cdir, resume, notices)
             freeze(config, cdir.root)
             cdir.trials.mkdir(exist_ok=True)
-            state = CampaignState.replay(events)
+            state = CampaignState.replay(contents.events, contents.where(cdir.journal))
             runs = len(state.segments)  # the runs before this one
             optimizer = make_optimizer(config.optimizer.name, config.space,
                                        config.seed + RESUME_SEED_STRIDE * runs, config.optimizer.options,
@@ -92,17 +92,18 @@ class CampaignSession:
             raise
 
     @staticmethod
-    def _earlier_events(config: CampaignConfig, cdir: CampaignDir, resume: bool, notices: list[str]) -> list[dict]:
+    def _earlier_events(config: CampaignConfig, cdir: CampaignDir, resume: bool,
+                        notices: list[str]) -> JournalContents:
         if not resume:
             check_new(cdir)  # again under the lock: another start may have come in between
-            return []
+            return JournalContents([])
         check_resumable(cdir)
         check_unchanged(config, cdir.root, allow=RESUMABLE_KEYS)
         contents = read_journal(cdir.journal)
         if contents.torn_line is not None:
             notices.append(f"{cdir.journal}: dropped a torn last line {contents.torn_line_number} "
                            f"({len(contents.torn_line)} bytes) left by the crash")
-        return contents.events
+        return contents
 
     def record(self, events: list[JournalEvent]) -> None:
         """Journal ``events`` (written now, fsync'ed soon) and fold them into the live state."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from hpo.campaign import FrozenCampaign
 from hpo.events import (
@@ -147,25 +147,26 @@ class CampaignState:
 
     # -- folding ----------------------------------------------------------------------------------
     @classmethod
-    def replay(cls, events: Iterable[JournalEvent | Mapping[str, Any]]) -> "CampaignState":
-        """Fold ``events`` (typed, or a journal's records) in order, with the garbage collector paused."""
+    def replay(cls, events: Iterable[JournalEvent | Mapping[str, Any]],
+               where: Callable[[int], str] | None = None) -> "CampaignState":
+        """Fold ``events`` (typed, or a journal's records) in order, with the garbage collector paused.
+        A bad event raises :class:`JournalEventError` placed by ``where(index)`` (e.g. the journal's
+        file and line; default "journal event #n")."""
         state = cls()
         with collector_paused():
-            for event in events:
-                if not isinstance(event, JournalEvent):
-                    try:
-                        event = event_from_json(event)
-                    except (JournalEventError, KeyError, TypeError, ValueError) as exc:
-                        raise JournalEventError(f"journal event #{state.num_events + 1}: {exc}") from None
-                state.apply(event)
+            for index, event in enumerate(events):
+                try:
+                    state.apply(event if isinstance(event, JournalEvent) else event_from_json(event))
+                except (JournalEventError, KeyError, TypeError, ValueError) as exc:
+                    place = where(index) if where is not None else f"journal event #{index + 1}"
+                    raise JournalEventError(f"{place}: {exc}") from None
         return state
 
     def apply(self, event: JournalEvent) -> None:
         """Fold one event into the state."""
         handler = _HANDLERS.get(type(event))
         if handler is None:
-            raise JournalEventError(f"journal event #{self.num_events + 1}: unknown event {event!r}; "
-                                    f"known: {sorted(EVENT_TYPES)}")
+            raise JournalEventError(f"unknown event {event!r}; known: {sorted(EVENT_TYPES)}")
         t = event.time
         if t is not None:
             if self.start_time is None:
@@ -218,8 +219,8 @@ class CampaignState:
     def _on_progress(self, event: TrialProgress) -> None:
         attempt = self._trial(event.trial_id).attempts.get(event.attempt)
         if attempt is None:
-            raise JournalEventError(f"journal event #{self.num_events}: progress of trial {event.trial_id} "
-                                    f"attempt {event.attempt}, which never started")
+            raise JournalEventError(f"progress of trial {event.trial_id} attempt {event.attempt}, which never "
+                                    "started")
         if self.journal_format < 2:  # format 1 journaled the campaign's objective value as ``objective``
             value = ObjectiveKey.parse("objective").of_report(event.report)
         else:

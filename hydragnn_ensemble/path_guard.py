@@ -80,6 +80,8 @@ def contained_path(root: str | os.PathLike, relative: str, what: str) -> Path:
     """``root / relative`` resolved, which must lie inside ``root`` (no ``..``, no absolute path,
     no symbolic link leading out); raises :class:`PathGuardError` naming both otherwise."""
     base = _real(root)
+    if "\0" in relative:
+        raise PathGuardError(f"{what} {relative!r} holds a NUL byte: no file has such a name")
     if os.path.isabs(relative):
         raise PathGuardError(f"{what} {relative!r} is an absolute path; it must be relative to {root}")
     target = _real(base / relative)

@@ -158,3 +158,75 @@ def test_build_graphs_keeps_the_good_frames_of_a_file_with_one_bad_frame(tmp_pat
                  "--allow-isolated"]) == 1  # the duplicated atom still fails; the lone atom is kept
     with GraphStore(out) as store:
         assert sum(store.num_graphs(s) for s in store.split_names) == 3
+
+
+def _edited_manifest(src: Path, dst: Path, edit) -> Path:
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "manifest.json").read_text())
+    edit(data)
+    (dst / "manifest.json").write_text(json.dumps(data))
+    return dst
+
+
+@pytest.mark.parametrize("weights, message", [
+    (["Infinity", 0.5, 0.5], "weight inf is not finite and positive"),
+    ([1e308, 1e308, 1e308], "the members' weights sum to inf, not 1"),
+    ([0.5, 0.5, 0.5], "the members' weights sum to 1.5, not 1"),
+])
+def test_manifest_weights_must_be_finite_positive_and_sum_to_one(direct_ensemble, tmp_path, capsys, weights,
+                                                                 message):
+    """N6: weights of Infinity gave NaN predictions, of 1e308 a mean of exactly 0; both exit 0."""
+    ens = tmp_path / "ens"
+    shutil.copytree(direct_ensemble, ens)
+    data = json.loads((ens / "manifest.json").read_text())
+    for member, w in zip(data["members"], weights):
+        member["weight"] = w
+    (ens / "manifest.json").write_text(json.dumps(data).replace('"Infinity"', "Infinity"))  # as Python's json reads it
+    with pytest.raises(EnsembleIntegrityError, match=message):
+        read_manifest(ens)
+    structure = tmp_path / "cu.extxyz"
+    ase.io.write(structure, bulk("Cu", "fcc", a=3.6, cubic=True))
+    assert main(["predict", str(ens), str(structure), "-o", str(tmp_path / "p.csv"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and message in err and "Traceback" not in err
+
+
+def test_a_member_checkpoint_swapped_for_another_valid_one_is_named(direct_ensemble, tmp_path):
+    """N13: a member's checkpoint replaced by another member's (checksum updated) ended in a
+    traceback inside the latent references; now the architecture check names the member."""
+    manifest = read_manifest(direct_ensemble)
+    a, b = next((a, b) for a in manifest.members for b in manifest.members
+                if a.config["NeuralNetwork"]["Architecture"] != b.config["NeuralNetwork"]["Architecture"])
+
+    def swap(data):
+        entry = next(m for m in data["members"] if m["trial_id"] == a.trial_id)
+        entry["checkpoint"], entry["sha256"] = b.checkpoint, b.sha256
+    ens = _edited_manifest(direct_ensemble, tmp_path / "ens", swap)
+    with pytest.raises(EnsembleIntegrityError, match=rf"member trial {a.trial_id}: .*{b.checkpoint}: architecture "
+                                                     "does not match the config"):
+        EnsemblePredictor(ens)
+
+
+def test_nul_bytes_deep_nesting_and_pickled_arrays_are_named(calibrated_potential_ensemble, tmp_path):
+    """N14: a NUL byte in a checkpoint path, a manifest nested 100,000 deep and an uncertainty.npz
+    holding pickled objects each raised an error that named neither file nor member."""
+    import numpy as np
+
+    member = read_manifest(calibrated_potential_ensemble).members[0]
+
+    def nul(data):
+        data["members"][0]["checkpoint"] = "members/a\u0000b.pt"
+    ens = _edited_manifest(calibrated_potential_ensemble, tmp_path / "nul", nul)
+    with pytest.raises(EnsembleIntegrityError, match=f"member trial {member.trial_id}: checkpoint .* NUL byte"):
+        read_manifest(ens, verify=False)
+    deep = tmp_path / "deep"
+    shutil.copytree(calibrated_potential_ensemble, deep)
+    (deep / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(EnsembleIntegrityError, match="manifest.json: invalid manifest: nested deeper"):
+        read_manifest(deep)
+    pickled = tmp_path / "pickled"
+    shutil.copytree(calibrated_potential_ensemble, pickled)
+    info = read_manifest(pickled).uncertainty
+    np.savez(pickled / info.file, **{"m0_x": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(EnsembleIntegrityError, match=f"{info.file}: not the ensemble's uncertainty arrays"):
+        EnsemblePredictor(pickled, verify=False)

@@ -261,3 +261,20 @@ def test_attempt_times_are_the_processes_times_when_journaled():
     assert (first.start, first.end) == (0.12, 1.2)
     assert (second.start, second.end) == (1.21, 2.4)
     assert first.end <= second.start  # one slot, no overlap
+
+
+def test_an_event_for_a_trial_the_journal_never_started_names_the_file_and_line(tmp_path):
+    """N11: the error named neither the journal nor the line."""
+    from hpo.campaign_dir import CampaignDir
+    from hpo.campaign_reader import _state
+
+    cdir = CampaignDir(tmp_path)
+    progress = {"event": "trial_progress", "time": 2.0, "trial_id": 5, "attempt": 0, "epoch": 1, "objective": 0.5}
+    finished = {"event": "campaign_finished", "time": 1.0, "reason": "x"}
+    cdir.journal.write_text(json.dumps(finished) + "\n\n" + json.dumps(progress) + "\n")  # a blank line 2
+    with pytest.raises(ValueError, match=rf"{cdir.journal}: cannot replay the journal: line 3: progress of trial 5 "
+                                         "attempt 0, which never started"):
+        _state(cdir)
+    cdir.journal.write_text(json.dumps(finished) + "\n" + json.dumps(progress) + "\n")  # the fast path
+    with pytest.raises(ValueError, match=rf"{cdir.journal}: cannot replay the journal: line 2: progress of trial 5"):
+        _state(cdir)
