@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import pickle
 import queue
 import zipfile
 from collections import Counter
@@ -194,7 +195,7 @@ def _build_in_processes(files: Sequence[Path], options: BatchBuildOptions, worke
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             _drain(reports, bars)
             for future in done:
-                finished = future.result()
+                finished = pickle.loads(future.result())
                 outcomes.update(finished)
                 bars.files.update(len(finished))
     _drain(reports, bars)
@@ -245,9 +246,12 @@ def _queue_report(kind: str, count: int) -> None:
     _worker_reports.put((kind, count))
 
 
-def _build_chunk(items: list[tuple[int, Path]], options: BatchBuildOptions) -> dict[int, FileOutcome]:
+def _build_chunk(items: list[tuple[int, Path]], options: BatchBuildOptions) -> bytes:
+    """The outcomes of ``items`` by index, pickled here: returned as they are, their tensors would
+    travel as shared memory, one open file per tensor, and a file of thousands of structures ran
+    out of file descriptors ("unable to open shared memory object ... Too many open files")."""
     report = _queue_report if _worker_reports is not None else None
-    return {index: build_file(path, options, report) for index, path in items}
+    return pickle.dumps({index: build_file(path, options, report) for index, path in items})
 
 
 def _reason(exc: Exception, path: Path) -> str:

@@ -465,3 +465,21 @@ def test_labels_not_shared_by_every_structure_are_refused_with_the_notes(tmp_pat
     assert "note: target 'energy' dropped: present in 3 of 4 graphs" in printed.out
     assert "error: no label is stored alike with every one of the 4 structures" in printed.err
     assert not out.exists()
+
+
+def test_worker_processes_return_many_graphs_within_few_file_descriptors(tmp_path):
+    """Graphs come back from the workers pickled, not as shared memory (one descriptor per tensor):
+    150 structures under a limit of 256 open files (5,000 ran out of the usual limits)."""
+    import resource
+
+    from graph_builders.batch_build import BatchBuildOptions, build_graphs
+
+    ase.io.write(tmp_path / "many.extxyz", _emt_frames(3) * 50)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    try:
+        result = build_graphs([tmp_path / "many.extxyz"], BatchBuildOptions("atomic"), workers=2, progress=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(result.graphs) == 150 and not result.failures
+    assert [g.name for g in result.graphs] == [f"{tmp_path / 'many.extxyz'}:{k}" for k in range(150)]
