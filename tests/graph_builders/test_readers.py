@@ -249,7 +249,8 @@ def test_pymatgen_json_errors_name_the_file_and_item(tmp_path):
 
     good = Structure(Lattice.cubic(3.6), ["Cu"], [[0, 0, 0]]).as_dict()
     cases = {
-        "lattice.json": ([good, Lattice.cubic(3.6).as_dict()], r"item 1 is a pymatgen Lattice, not a pymatgen Structure"),
+        "lattice.json": ([good, Lattice.cubic(3.6).as_dict()],
+                         r"item 1 is a pymatgen Lattice, not a pymatgen Structure"),
         "foreign.json": ({**good, "properties": {"x": {"@module": "os", "@class": "x"}}},
                          r"refusing to decode an object of module 'os'"),
         "broken.json": (None, r"cannot read as pymatgen JSON: JSONDecodeError"),
@@ -312,7 +313,8 @@ def test_cif_spacegroup_kinds_is_not_a_label(tmp_path):
     assert "spacegroup_kinds" in read.arrays  # ASE's reader adds it: the index of each atom's site
     labels = structure_labels(read)
     assert labels.targets == {}
-    assert labels.left_out["arrays spacegroup_kinds"].startswith("the CIF's index of each atom's symmetry-distinct site")
+    why = labels.left_out["arrays spacegroup_kinds"]
+    assert why.startswith("the CIF's index of each atom's symmetry-distinct site")
     assert labels.available == {"spacegroup_kinds"}
     chosen = structure_labels(read, heads=["spacegroup_kinds"])  # asked for by name: a head
     assert chosen.targets["spacegroup_kinds"].tolist() == [[float(k)] for k in read.arrays["spacegroup_kinds"]]
