@@ -282,8 +282,10 @@ def _write_optuna(campaign_dir: Path, path: Path) -> Path:
 
 
 def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Path,
-                    not_expressible: list[tuple[int, str]], with_dataset: bool) -> list[Path]:
-    """One HydraGNN config per expressible trial (and the dataset copy they describe)."""
+                    not_expressible: list[tuple[int, str]], with_dataset: bool,
+                    progress: bool = False) -> list[Path]:
+    """One HydraGNN config per expressible trial (and the dataset copy they describe, with progress
+    bars when ``progress``)."""
     from ensemble.hydragnn_layout import ExportedHeads, exported_heads, write_hydragnn_dataset
 
     files: list[Path] = []
@@ -305,15 +307,16 @@ def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Pat
                               + "; ".join(f"trials {ids}: {list(names)}" for names, (_, ids) in head_sets.items())
                               + "); export them separately")
         heads = next(iter(head_sets.values()))[0]
-        files.append(write_hydragnn_dataset(layout.path, heads, out / DATASET_NAME))
+        files.append(write_hydragnn_dataset(layout.path, heads, out / DATASET_NAME, progress=progress))
     return files
 
 
 def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
-                 out_dir: str | os.PathLike, with_dataset: bool = False) -> ExportResult:
+                 out_dir: str | os.PathLike, with_dataset: bool = False, progress: bool = False) -> ExportResult:
     """Write the top-K configs in ``fmt`` and ``members.csv`` into ``out_dir``; with
     ``with_dataset`` (format ``hydragnn``) also :data:`DATASET_NAME`, the campaign's dataset in the
-    layout the configs describe (:mod:`ensemble.hydragnn_layout`)."""
+    layout the configs describe (:mod:`ensemble.hydragnn_layout`), with progress bars when
+    ``progress``."""
     if with_dataset and fmt != "hydragnn":
         raise ExportError("--with-dataset goes with --format hydragnn")
     if fmt not in FORMATS:
@@ -332,7 +335,8 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
                 "metrics": t.metrics, "config": t.config} for t in trials]
     not_expressible: list[tuple[int, str]] = []
     if fmt == "hydragnn":
-        files += _write_hydragnn(trials, DatasetLayout.read(info.dataset), out, not_expressible, with_dataset)
+        files += _write_hydragnn(trials, DatasetLayout.read(info.dataset), out, not_expressible, with_dataset,
+                                 progress)
     elif fmt == "json":
         path = out / "top_k.json"
         _write_text(path, json.dumps(records, indent=2) + "\n")

@@ -28,5 +28,5 @@ python "$here/alloy/new_alloys.py" "$out/ensemble" --write "$out/new_alloys.extx
 hydragnn-ensemble predict "$out/ensemble" "$out/new_alloys.extxyz" -o "$out/new_alloys.csv" --no-progress
 
 echo "== 4. export the top-5 configurations (HydraGNN JSON) =="
-hydragnn-ensemble export "$out/campaign" --top-k 5 --format hydragnn -o "$out/top5_configs" --with-dataset
+hydragnn-ensemble export "$out/campaign" --top-k 5 --format hydragnn -o "$out/top5_configs" --with-dataset --no-progress
 echo "done: everything is in $out/"

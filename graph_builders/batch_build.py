@@ -5,7 +5,8 @@ Inputs per scale (a directory stands for every non-hidden file under it):
 * ``atomic``: any structure file :func:`graph_builders.readers.read_structures` reads (several
   structures per file allowed). Every label stored with the structures becomes a head
   (:mod:`graph_builders.labels`: energy (graph, eV: the total), free_energy, forces (node, eV/Å),
-  stress (graph, Voigt, eV/Å^3), other calculator results, numbers in ``info``, per-atom arrays);
+  stress (graph, Voigt, eV/Å^3), other calculator results, numbers in ``info``, per-atom arrays
+  other than inputs such as momenta or a CIF's spacegroup_kinds); ``heads`` chooses among them and
   ``units`` gives the unit of labels that carry none. What is left out is named in the notes;
   nothing is computed.
 * ``mesoscale``: ``.npz`` files with either ``seeds`` [G, 3] + ``box`` ([3] or scalar) and optional
@@ -20,18 +21,23 @@ Inputs per scale (a directory stands for every non-hidden file under it):
 Every structure that builds is stored. A file that cannot be read is listed with the reason as
 ``FILE``; a structure of a multi-structure file that cannot become a graph as ``FILE[INDEX]``, and
 the other structures of that file are kept (as ``predict`` does).
+
+Progress: one bar counts the files; at the atomic scale a second counts the structures of the files
+read so far, updated every :data:`PROGRESS_BATCH` structures (from the worker processes too).
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import pickle
+import queue
 import zipfile
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -42,6 +48,11 @@ from graph_builders.schema import TARGET_PREFIX, HeadRegistry, HeadSpec, validat
 
 SCALES: tuple[str, ...] = ("atomic", "mesoscale", "continuum")
 MESOSCALE_ARRAYS = ("seeds", "box", "orientations", "phases", "periodic", "labels", "voxel_size")
+#: structures of a multi-structure file between two progress reports
+PROGRESS_BATCH = 50
+
+#: a progress report: ("read", structures in a file just read) or ("built", structures done)
+Report = Callable[[str, int], None]
 
 
 class InputFileError(ValueError):
@@ -59,6 +70,7 @@ class BatchBuildOptions:
     targets: tuple[str, ...] = ()
     allow_isolated: bool = False  # atomic: keep atoms without a neighbour within the cutoff
     units: tuple[tuple[str, str], ...] = ()  # atomic: (label, unit) for labels stored without one
+    heads: tuple[str, ...] | None = None  # atomic: the labels that become heads (None: every label)
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -82,6 +94,7 @@ class FileOutcome:
     units: dict[str, str] = field(default_factory=dict)  # atomic: label -> unit
     sources: dict[str, str] = field(default_factory=dict)  # atomic: label -> where ASE kept it
     left_out: Counter = field(default_factory=Counter)  # atomic: (key, why) -> structures
+    available: set[str] = field(default_factory=set)  # atomic: every label a --heads choice can name
 
 
 @dataclass
@@ -94,6 +107,7 @@ class BatchResult:
     failures: list[FileFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files_with_graphs: int = 0  # input files that gave at least one stored graph
+    available: set[str] = field(default_factory=set)  # atomic: every label a --heads choice can name
 
 
 def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
@@ -108,13 +122,14 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def build_file(path: Path, options: BatchBuildOptions) -> FileOutcome:
-    """The graphs of one input file and its failures; never raises for a bad file or structure."""
+def build_file(path: Path, options: BatchBuildOptions, report: Report | None = None) -> FileOutcome:
+    """The graphs of one input file and its failures; never raises for a bad file or structure.
+    ``report`` hears of the structures of an atomic file (see :data:`Report`)."""
     try:
         if not path.is_file():
             raise InputFileError(f"{path}: no such file")
         if options.scale == "atomic":
-            return _atomic_graphs(path, options)
+            return _atomic_graphs(path, options, report)
         graph = _mesoscale_graph(path) if options.scale == "mesoscale" else _continuum_graph(path, options)
         validate_graph(graph, None, graph.name)
     except Exception as exc:  # noqa: BLE001 - any failure of one file is recorded against that file
@@ -123,25 +138,78 @@ def build_file(path: Path, options: BatchBuildOptions) -> FileOutcome:
 
 
 def build_graphs(files: Sequence[Path], options: BatchBuildOptions, workers: int = 1, progress: bool = True) -> BatchResult:
-    """Build every file (in ``workers`` processes when > 1), keep the good ones, list the bad ones."""
-    outcomes: dict[int, FileOutcome] = {}
-    bar = tqdm(total=len(files), disable=not progress, desc=f"building {options.scale} graphs", unit="file")
-    with bar:
+    """Build every file (in ``workers`` processes when > 1), keep the good ones, list the bad ones;
+    ``progress`` shows the bars of the module docstring."""
+    bars = _Bars(len(files), options.scale, progress)
+    with bars:
         if workers <= 1:
+            outcomes = {}
             for index, path in enumerate(files):
-                outcomes[index] = build_file(path, options)
-                bar.update(1)
+                outcomes[index] = build_file(path, options, bars.report if bars.structures_shown else None)
+                bars.files.update(1)
         else:
-            chunk = max(1, min(32, math.ceil(len(files) / (4 * workers))))
-            tasks = [list(range(start, min(start + chunk, len(files)))) for start in range(0, len(files), chunk)]
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker) as pool:
-                futures = [pool.submit(_build_chunk, [(i, files[i]) for i in task], options) for task in tasks]
-                for future in as_completed(futures):
-                    done = future.result()
-                    outcomes.update(done)
-                    bar.update(len(done))
+            outcomes = _build_in_processes(files, options, workers, bars)
     return _assemble(files, [outcomes[i] for i in range(len(files))])
+
+
+class _Bars:
+    """The progress bars of a build: files, and at the atomic scale the structures read so far."""
+
+    def __init__(self, num_files: int, scale: str, enabled: bool) -> None:
+        self.structures_shown = enabled and scale == "atomic"
+        self.files = tqdm(total=num_files, disable=not enabled, desc=f"building {scale} graphs", unit="file")
+        self.structures: tqdm | None = None  # from the first file read
+
+    def report(self, kind: str, count: int) -> None:
+        """A :data:`Report`: a file's structures were read (more to do), or some were built."""
+        if self.structures is None:
+            self.structures = tqdm(total=0, desc="structures", unit="structure")
+        if kind == "read":
+            self.structures.total += count
+            self.structures.refresh()
+        else:
+            self.structures.update(count)
+
+    def __enter__(self) -> "_Bars":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.structures is not None:
+            self.structures.close()
+        self.files.close()
+
+
+def _build_in_processes(files: Sequence[Path], options: BatchBuildOptions, workers: int,
+                        bars: _Bars) -> dict[int, FileOutcome]:
+    """:func:`build_file` of every file in ``workers`` processes, chunks of files each; the workers'
+    structure reports come back through a queue that this process drains while it waits."""
+    chunk = max(1, min(32, math.ceil(len(files) / (4 * workers))))
+    tasks = [list(range(start, min(start + chunk, len(files)))) for start in range(0, len(files), chunk)]
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    reports = context.Queue() if bars.structures_shown else None
+    outcomes: dict[int, FileOutcome] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
+                             initargs=(reports,)) as pool:
+        pending = {pool.submit(_build_chunk, [(i, files[i]) for i in task], options) for task in tasks}
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(reports, bars)
+            for future in done:
+                finished = pickle.loads(future.result())
+                outcomes.update(finished)
+                bars.files.update(len(finished))
+    _drain(reports, bars)
+    return outcomes
+
+
+def _drain(reports, bars: _Bars) -> None:
+    """Pass the reports waiting in the queue (None: no queue) on to the bars."""
+    while reports is not None:
+        try:
+            kind, count = reports.get_nowait()
+        except queue.Empty:
+            return
+        bars.report(kind, count)
 
 
 ERRORS_HEADER = "file\treason"
@@ -165,12 +233,25 @@ def write_errors(path: Path, failures: Sequence[FileFailure]) -> None:
 
 
 # -------------------------------------------------------------------------------------- internals
-def _init_worker() -> None:
+_worker_reports = None  # in a worker process: the queue its progress reports go to (None: no bars)
+
+
+def _init_worker(reports=None) -> None:
+    global _worker_reports
     torch.set_num_threads(1)
+    _worker_reports = reports
 
 
-def _build_chunk(items: list[tuple[int, Path]], options: BatchBuildOptions) -> dict[int, FileOutcome]:
-    return {index: build_file(path, options) for index, path in items}
+def _queue_report(kind: str, count: int) -> None:
+    _worker_reports.put((kind, count))
+
+
+def _build_chunk(items: list[tuple[int, Path]], options: BatchBuildOptions) -> bytes:
+    """The outcomes of ``items`` by index, pickled here: returned as they are, their tensors would
+    travel as shared memory, one open file per tensor, and a file of thousands of structures ran
+    out of file descriptors ("unable to open shared memory object ... Too many open files")."""
+    report = _queue_report if _worker_reports is not None else None
+    return pickle.dumps({index: build_file(path, options, report) for index, path in items})
 
 
 def _reason(exc: Exception, path: Path) -> str:
@@ -190,35 +271,53 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def _atomic_graphs(path: Path, options: BatchBuildOptions) -> FileOutcome:
-    """Every structure of the file that builds; the others as ``FILE[INDEX]`` failures."""
+def _atomic_graphs(path: Path, options: BatchBuildOptions, report: Report | None = None) -> FileOutcome:
+    """Every structure of the file that builds; the others as ``FILE[INDEX]`` failures. ``report``
+    hears how many structures the file holds, then every :data:`PROGRESS_BATCH` built."""
     from graph_builders.atomic import AtomicGraphBuilder
-    from graph_builders.labels import structure_labels
-    from graph_builders.readers import InvalidStructureError, read_structures
+    from graph_builders.readers import read_structures
 
     structures = read_structures(path)
     if not structures:
         raise InputFileError(f"{path}: no structures in the file")
+    if report is not None:
+        report("read", len(structures))
     build = AtomicGraphBuilder(options.cutoff, options.max_neighbours, options.allow_isolated)
     outcome = FileOutcome()
+    unreported = 0
     for index, atoms in enumerate(structures):
-        name = f"{path}:{index}"
-        try:
-            labels = structure_labels(atoms, dict(options.units))
-            graph = build(atoms, targets=labels.targets or None, name=name)
-            validate_graph(graph, None, name)
-        except ValueError as exc:
-            where = f"{path}[{index}]" if len(structures) > 1 else str(path)
-            text = str(exc).strip().removeprefix(f"{name}: ")
-            if not isinstance(exc, InvalidStructureError):
-                text = f"{type(exc).__name__}: {text}"
-            outcome.failures.append(FileFailure(where, text))
-            continue
-        outcome.graphs.append(graph)
-        outcome.units.update(labels.units)
-        outcome.sources.update(labels.sources)
-        outcome.left_out.update(labels.left_out.items())
+        _atomic_graph(path, index, len(structures), atoms, build, options, outcome)
+        unreported += 1
+        if report is not None and (unreported == PROGRESS_BATCH or index == len(structures) - 1):
+            report("built", unreported)
+            unreported = 0
     return outcome
+
+
+def _atomic_graph(path: Path, index: int, count: int, atoms, build, options: BatchBuildOptions,
+                  outcome: FileOutcome) -> None:
+    """Structure ``index`` of the ``count`` in ``path`` into ``outcome``: its graph and labels, or
+    its failure (``FILE[INDEX]``, or ``FILE`` for a file of one structure)."""
+    from graph_builders.labels import structure_labels
+    from graph_builders.readers import InvalidStructureError
+
+    name = f"{path}:{index}"
+    try:
+        labels = structure_labels(atoms, dict(options.units), options.heads)
+        graph = build(atoms, targets=labels.targets or None, name=name)
+        validate_graph(graph, None, name)
+    except ValueError as exc:
+        where = f"{path}[{index}]" if count > 1 else str(path)
+        text = str(exc).strip().removeprefix(f"{name}: ")
+        if not isinstance(exc, InvalidStructureError):
+            text = f"{type(exc).__name__}: {text}"
+        outcome.failures.append(FileFailure(where, text))
+        return
+    outcome.graphs.append(graph)
+    outcome.units.update(labels.units)
+    outcome.sources.update(labels.sources)
+    outcome.left_out.update(labels.left_out.items())
+    outcome.available.update(labels.available)
 
 
 def _mesoscale_graph(path: Path) -> Data:
@@ -298,13 +397,15 @@ def _assemble(files: Sequence[Path], outcomes: list[FileOutcome]) -> BatchResult
     units: dict[str, str] = {}
     sources: dict[str, str] = {}
     left_out: Counter = Counter()
+    available: set[str] = set()
     for outcome in outcomes:
         units.update(outcome.units)
         sources.update(outcome.sources)
         left_out.update(outcome.left_out)
+        available.update(outcome.available)
     heads, notes = _infer_heads(graphs, units, sources)
     notes += [f"label {key} left out ({count} structure(s)): {why}" for (key, why), count in sorted(left_out.items())]
-    return BatchResult(graphs, heads, len(files), failures, notes, files_with_graphs)
+    return BatchResult(graphs, heads, len(files), failures, notes, files_with_graphs, available)
 
 
 def _head_order(key: str) -> tuple[int, str]:

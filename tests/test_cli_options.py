@@ -46,3 +46,12 @@ def test_a_usage_error_is_one_line_and_exit_code_2(tmp_path, capsys) -> None:
     code = main(["report", str(tmp_path / "nowhere")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "nowhere" in err[0]
+
+
+def test_every_command_accepts_no_progress() -> None:
+    """``--no-progress`` is accepted by every command (``export --no-progress`` was refused)."""
+    lacking = [name for name, sub in _subparsers().items()
+               if "--no-progress" not in {s for a in sub._actions for s in a.option_strings}]
+    assert lacking == []
+    args = build_parser().parse_args(["export", "camp", "-o", "out", "--no-progress"])
+    assert args.no_progress is True

@@ -77,6 +77,9 @@ def _surface(rng: np.random.Generator, refs: dict[str, ElementReference], elemen
     a = _fcc_constant(refs, chosen)
     build = fcc111 if rng.random() < 0.5 else fcc100
     atoms = build("Cu", size=(3, 4, int(rng.integers(4, 7))), a=a, vacuum=10.0, orthogonal=True)
+    # ASE's slab builders leave the adsorption sites (numpy arrays in a dict) in info, which no
+    # extxyz writer can store ("UserWarning: Skipping unhashable information adsorbate_info")
+    atoms.info.pop("adsorbate_info", None)
     atoms = _substitute(rng, atoms, chosen)
     atoms.positions += rng.normal(scale=0.02, size=atoms.positions.shape)
     return atoms

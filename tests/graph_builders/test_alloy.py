@@ -211,3 +211,22 @@ def test_uniform_tension_and_compression_scale_every_length(shift, low, high):
         per_atom = atoms.get_volume() / len(atoms)
         factor = (per_atom / (vegard ** 3 / 4)) ** (1 / 3)
         assert low - 1e-9 <= factor <= high + 1e-9 and atoms.info["shift"] == shift
+
+
+def test_every_shift_writes_to_extxyz_without_a_warning(tmp_path):
+    """No shift leaves something in ``info`` an extxyz file cannot hold (ASE's slab builders' dict of
+    adsorption sites made the demo print ``UserWarning: Skipping unhashable information``)."""
+    import warnings
+
+    import ase.io
+
+    from graph_builders.datasets.alloy_shifts import SHIFTS, make_shift
+
+    frames = [atoms for shift in SHIFTS if shift not in ("more_components", "unseen_elements")
+              for atoms in make_shift(shift, 2, ("Cu", "Ni", "Au"), (2, 2), seed=4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ase.io.write(tmp_path / "shifts.extxyz", frames)
+    read = ase.io.read(tmp_path / "shifts.extxyz", index=":")
+    assert [a.info["shift"] for a in read] == [a.info["shift"] for a in frames]
+    np.testing.assert_allclose(read[6].positions, frames[6].positions, atol=1e-6)  # a slab

@@ -139,7 +139,7 @@ def test_build_graphs_mesoscale(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- continuum
-def test_build_graphs_continuum(tmp_path):
+def test_build_graphs_continuum(tmp_path, capsys):
     import meshio
     import skfem
 
@@ -166,10 +166,16 @@ def test_build_graphs_continuum(tmp_path):
     assert graphs[str(inputs / "plate1.vtu")].num_nodes == 81
     plate1 = graphs[str(inputs / "plate1.vtu")]
     assert torch.allclose(plate1.y_temp[:, 0], 2 * plate1.pos[:, 0])
-    # everything good now: exit 0 and the stale errors file is gone
+    # everything good now; without --targets there is nothing to train on: refused, nothing written
     (inputs / "cut.vtu").unlink()
     (inputs / "nan.vtu").unlink()
-    assert main(["build-graphs", "--scale", "continuum", "--no-progress", str(inputs), "-o", str(out)]) == 0
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    assert main(["build-graphs", "--scale", "continuum", "--no-progress", str(inputs), "-o", str(out)]) == 2
+    assert "no --targets named, so there is nothing to train on; pass --predict-only" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
+    # for prediction only: exit 0 and the stale errors file is gone
+    assert main(["build-graphs", "--scale", "continuum", "--no-progress", "--predict-only", str(inputs),
+                 "-o", str(out)]) == 0
     assert not (tmp_path / "meshes.bp.errors.tsv").exists()
     with GraphStore(out) as store:
         assert len(store.heads) == 0 and sum(store.num_graphs(s) for s in store.split_names) == 2
@@ -287,3 +293,193 @@ def test_duplicates_across_splits_are_found_exactly():
     found = duplicates_across_splits(graphs, {"trainset": [0, 1, 2], "valset": [3, 5], "testset": [4]})
     assert [(d.split, d.index, d.first_split, d.first_index) for d in found] == [("testset", 4, "trainset", 1)]
     assert duplicates_across_splits(graphs, {"trainset": [1, 4], "valset": [0]}) == []  # within a split: not reported
+
+
+# ---------------------------------------------------------------- formats, labels, heads, progress
+def _emt_frames(count: int, seed: int = 0) -> list:
+    """Rattled Cu/Ni cells with their EMT energy and forces stored as a calculator's results."""
+    frames = []
+    for k in range(count):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True)
+        atoms.symbols[k % 4] = "Ni"
+        atoms.rattle(0.05, seed=seed + k)
+        atoms.calc = EMT()
+        energy, forces = atoms.get_potential_energy(), atoms.get_forces()
+        atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=forces)
+        frames.append(atoms)
+    return frames
+
+
+def _write_format(path: Path, frames: list) -> None:
+    """``frames`` into ``path`` with ASE's writers, or pymatgen's for a ``.json`` list."""
+    if path.suffix == ".json":
+        from monty.serialization import dumpfn
+        from pymatgen.core import Lattice, Structure
+
+        dumpfn([Structure(Lattice(a.cell.array), a.get_chemical_symbols(), a.positions, coords_are_cartesian=True,
+                          site_properties={"forces": a.get_forces().tolist()},
+                          properties={"energy": a.get_potential_energy()}) for a in frames], str(path))
+    elif path.suffix == ".db":
+        from ase.db import connect
+
+        with connect(path) as db:
+            for atoms in frames:
+                db.write(atoms)
+    else:
+        ase.io.write(path, frames)
+
+
+@pytest.mark.parametrize("filename", ["cells.extxyz", "data.extxyz", "cells.traj", "cells.db", "cells.json"])
+def test_build_graphs_reads_each_format_with_its_labels(tmp_path, filename, capsys):
+    """Energy and forces of every structure, as written, in the dataset, whatever the format (a
+    pymatgen JSON list included, and an extxyz file whose name starts with ``data.``)."""
+    frames = _emt_frames(5)
+    path = tmp_path / filename
+    _write_format(path, frames)
+    out = tmp_path / "cells.bp"
+    assert main(["build-graphs", "--scale", "atomic", "--cutoff", "4.0", str(path), "-o", str(out),
+                 "--no-progress", "--fractions", "1,0,0"]) == 0
+    graphs = all_graphs(out)
+    with GraphStore(out) as store:
+        assert [(h.name, h.level, h.dim, h.unit) for h in store.heads] == [("energy", "graph", 1, "eV"),
+                                                                          ("forces", "node", 3, "eV/Å")]
+    assert sorted(graphs) == [f"{path}:{k}" for k in range(5)]
+    for k, atoms in enumerate(frames):
+        graph = graphs[f"{path}:{k}"]
+        assert graph.z.tolist() == atoms.numbers.tolist()
+        assert torch.allclose(graph.pos, torch.tensor(atoms.positions, dtype=graph.pos.dtype), atol=1e-5)
+        assert graph.y_energy.item() == pytest.approx(atoms.get_potential_energy(), rel=1e-6)
+        assert torch.allclose(graph.y_forces, torch.tensor(atoms.get_forces(), dtype=torch.float32), atol=1e-6)
+
+
+def test_structures_without_labels_are_refused_unless_for_prediction_only(tmp_path, capsys):
+    """A POSCAR holds a structure only: refused with the reason and the way out, nothing written;
+    with --predict-only a dataset without heads, the structure as written."""
+    atoms = _emt_frames(1)[0]
+    path = tmp_path / "POSCAR"
+    ase.io.write(path, atoms, format="vasp", direct=True)
+    out = tmp_path / "cell.bp"
+    assert main(["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no labels in the 1 structures of {path}: no energy, forces or other label")
+    assert "nothing to train on; pass --predict-only to build a dataset for prediction only" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["POSCAR"]
+    assert main(["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress",
+                 "--predict-only", "--fractions", "1,0,0"]) == 0
+    (graph,) = all_graphs(out).values()
+    with GraphStore(out) as store:
+        assert len(store.heads) == 0
+    order = np.argsort(atoms.numbers, kind="stable")  # POSCAR groups the atoms by element
+    assert sorted(graph.z.tolist()) == sorted(atoms.numbers.tolist())
+    assert torch.allclose(graph.pos, torch.tensor(atoms.positions[order], dtype=graph.pos.dtype), atol=1e-5)
+
+
+def test_a_cif_gives_no_spacegroup_kinds_head(tmp_path, capsys):
+    """The array ASE's CIF reader adds (each atom's symmetry-distinct site) is no label: a CIF alone
+    has none, and the note says why spacegroup_kinds is left out."""
+    atoms = bulk("Cu", "fcc", a=3.6, cubic=True)
+    atoms.symbols[0] = "Ni"
+    path = tmp_path / "cell.cif"
+    ase.io.write(path, atoms)
+    out = tmp_path / "cell.bp"
+    assert main(["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress"]) == 2
+    printed = capsys.readouterr()
+    assert "label arrays spacegroup_kinds left out (1 structure(s)): the CIF's index" in printed.out
+    assert printed.err.startswith(f"error: no labels in the 1 structures of {path}: no energy, forces")
+    assert not out.exists()
+    assert main(["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress",
+                 "--predict-only", "--fractions", "1,0,0"]) == 0
+    (graph,) = all_graphs(out).values()
+    assert not any(key.startswith("y_") for key in graph.keys())
+    assert sorted(graph.z.tolist()) == sorted(atoms.numbers.tolist())
+    with GraphStore(out) as store:
+        assert len(store.heads) == 0
+
+
+def test_heads_chooses_the_labels_and_an_unknown_name_lists_them(tmp_path, capsys):
+    frames = _emt_frames(4)
+    for atoms in frames:
+        results = atoms.calc.results
+        atoms.set_momenta(np.full((len(atoms), 3), 0.02))
+        atoms.calc = SinglePointCalculator(atoms, **results)
+    path = tmp_path / "md.extxyz"
+    ase.io.write(path, frames)
+    out = tmp_path / "md.bp"
+    base = ["build-graphs", "--scale", "atomic", str(path), "-o", str(out), "--no-progress", "--fractions", "1,0,0"]
+    assert main(base) == 0
+    printed = capsys.readouterr().out
+    assert "label arrays momenta left out (4 structure(s)): an input of a calculation" in printed
+    with GraphStore(out) as store:
+        assert store.heads.names == ["energy", "forces"]
+    assert main(base + ["--heads", "energy,momenta"]) == 0
+    with GraphStore(out) as store:
+        assert store.heads.names == ["energy", "momenta"]
+    for k, graph in ((int(name.rpartition(":")[2]), g) for name, g in all_graphs(out).items()):
+        assert graph.y_energy.item() == pytest.approx(frames[k].get_potential_energy(), rel=1e-6)
+        assert torch.allclose(graph.y_momenta, torch.full((4, 3), 0.02))
+        assert "y_forces" not in graph.keys()
+    capsys.readouterr()
+    before = out.stat().st_mtime_ns
+    assert main(base + ["--heads", "energy,stress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: --heads: no label 'stress' in the structures; their labels: energy, forces, momenta"
+    assert out.stat().st_mtime_ns == before
+    assert main(["build-graphs", "--scale", "mesoscale", str(path), "-o", str(out), "--heads", "energy"]) == 2
+    assert "--heads applies to --scale atomic" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_inside_a_file_of_many_structures(tmp_path, workers, capsys):
+    """Without --no-progress a bar counts the structures of a file, not only the files."""
+    frames = _emt_frames(3) * 40
+    path = tmp_path / "many.extxyz"
+    ase.io.write(path, frames)
+    out = tmp_path / "many.bp"
+    assert main(["build-graphs", "--scale", "atomic", str(path), str(path.with_name("few.extxyz")), "-o", str(out),
+                 "--workers", str(workers)]) == 1  # few.extxyz does not exist
+    err = capsys.readouterr().err
+    assert "structures: 100%" in err and "120/120" in err
+    assert "building atomic graphs: 100%" in err and "2/2" in err
+
+
+def test_structure_reports_come_per_batch(tmp_path):
+    from graph_builders.batch_build import PROGRESS_BATCH, BatchBuildOptions, build_file
+
+    ase.io.write(tmp_path / "many.extxyz", _emt_frames(3) * 40)
+    reports: list[tuple[str, int]] = []
+    outcome = build_file(tmp_path / "many.extxyz", BatchBuildOptions("atomic"),
+                         report=lambda kind, count: reports.append((kind, count)))
+    assert len(outcome.graphs) == 120 and PROGRESS_BATCH == 50
+    assert reports == [("read", 120), ("built", 50), ("built", 50), ("built", 20)]
+
+
+def test_labels_not_shared_by_every_structure_are_refused_with_the_notes(tmp_path, capsys):
+    """A labelled file and a POSCAR together: energy is in 3 of 4 structures, so no head; the notes
+    say which label was dropped and the error points at them."""
+    ase.io.write(tmp_path / "cells.extxyz", _emt_frames(3))
+    ase.io.write(tmp_path / "POSCAR", _emt_frames(1, seed=9)[0], format="vasp")
+    out = tmp_path / "mixed.bp"
+    assert main(["build-graphs", "--scale", "atomic", str(tmp_path / "cells.extxyz"), str(tmp_path / "POSCAR"),
+                 "-o", str(out), "--no-progress"]) == 2
+    printed = capsys.readouterr()
+    assert "note: target 'energy' dropped: present in 3 of 4 graphs" in printed.out
+    assert "error: no label is stored alike with every one of the 4 structures" in printed.err
+    assert not out.exists()
+
+
+def test_worker_processes_return_many_graphs_within_few_file_descriptors(tmp_path):
+    """Graphs come back from the workers pickled, not as shared memory (one descriptor per tensor):
+    150 structures under a limit of 256 open files (5,000 ran out of the usual limits)."""
+    import resource
+
+    from graph_builders.batch_build import BatchBuildOptions, build_graphs
+
+    ase.io.write(tmp_path / "many.extxyz", _emt_frames(3) * 50)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    try:
+        result = build_graphs([tmp_path / "many.extxyz"], BatchBuildOptions("atomic"), workers=2, progress=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(result.graphs) == 150 and not result.failures
+    assert [g.name for g in result.graphs] == [f"{tmp_path / 'many.extxyz'}:{k}" for k in range(150)]

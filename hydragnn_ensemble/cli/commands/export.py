@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --format hydragnn: also write hydragnn_dataset.bp, the campaign's dataset "
                              "in the layout the configs describe (node-head targets as columns of x, the "
                              "exported heads in y), which HydraGNN's AdiosDataset reads with var_config")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (--with-dataset has them)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
     try:
-        result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output, args.with_dataset)
+        result = export_top_k(args.campaign_dir, args.top_k, args.format, args.output, args.with_dataset,
+                              progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
     from ensemble.campaign import STOPPED_EXCLUSION

@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rewrite the report every SECONDS while the campaign runs (ends when it finishes)")
     parser.add_argument("--ensemble", type=Path, default=None, metavar="DIR",
                         help="an ensemble directory (select) whose members and plots the HTML report shows")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="accepted as by every command (report draws no progress bar)")
 
 
 def run(args: argparse.Namespace) -> int:
