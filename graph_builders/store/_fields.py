@@ -121,6 +121,8 @@ def decode(array: np.ndarray, spec: FieldSpec) -> object:
     tensor = torch.from_numpy(array)
     if spec.torch_dtype == "bool":
         tensor = tensor.bool()
+    elif spec.torch_dtype in _TORCH_DTYPE_BY_NAME and tensor.dtype != _TORCH_DTYPE_BY_NAME[spec.torch_dtype]:
+        tensor = tensor.to(_TORCH_DTYPE_BY_NAME[spec.torch_dtype])  # stored narrower (a compact layout)
     if spec.kind == "tensor0d":
         tensor = tensor.reshape(())
     return tensor

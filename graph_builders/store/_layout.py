@@ -25,7 +25,9 @@ CALIBRATION_SPLIT = "calset"
 #: reads the three splits it knows and ignores this one).
 
 FORMAT_ATTR = "hydragnn_ensemble/format"
-FORMAT_VERSION = "hydragnn-ensemble-graphs/1"
+FORMAT_VERSION = "hydragnn-ensemble-graphs/2"  # 2: dataset facts, fields derived from HydraGNN's
+FACTS_ATTR = "hydragnn_ensemble/facts"  # graph_builders.store.facts.DatasetFacts as JSON
+LAYOUT_ATTR = "hydragnn_ensemble/layout"  # graph_builders.store.layouts
 HEADS_ATTR = "heads"
 METADATA_ATTR = "metadata"
 NORMALISATION_ATTR = "normalisation"

@@ -12,6 +12,7 @@ from torch_geometric.data import Data
 
 from graph_builders.store.errors import SampleIndexError, StoreError
 from graph_builders.store.reader import GraphStore
+from graph_builders.store.sharded import ShardedStore, open_dataset
 
 
 def shard_indices(n: int, rank: int, world_size: int) -> range:
@@ -36,7 +37,7 @@ class AdiosGraphDataset(Dataset):
     def __init__(self, path: str | Path, split: str, indices: Sequence[int] | None = None) -> None:
         self.path = Path(path)
         self.split = split
-        with GraphStore(self.path) as store:
+        with open_dataset(self.path) as store:
             n = store.num_graphs(split)
             self.heads = store.heads
         if indices is None:
@@ -48,7 +49,7 @@ class AdiosGraphDataset(Dataset):
                 raise SampleIndexError(
                     f"{self.path}: index {int(bad[0])} is out of range for {split!r} with {n} graphs"
                 )
-        self._store: GraphStore | None = None
+        self._store: GraphStore | ShardedStore | None = None
         self._pid: int | None = None
 
     def __len__(self) -> int:
@@ -76,9 +77,9 @@ class AdiosGraphDataset(Dataset):
         state["_pid"] = None
         return state
 
-    def _open(self) -> GraphStore:
+    def _open(self) -> GraphStore | ShardedStore:
         if self._store is None or self._pid != os.getpid():
             # A handle inherited through fork belongs to the parent: leave it alone, open our own.
-            self._store = GraphStore(self.path)
+            self._store = open_dataset(self.path)
             self._pid = os.getpid()
         return self._store

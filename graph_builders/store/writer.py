@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import adios2
 import numpy as np
+import torch
 from torch_geometric.data import Data
 from tqdm import tqdm
 
@@ -29,6 +31,9 @@ from graph_builders.store._atomic import check_output_path, remove_path, replace
 from graph_builders.store._engine import close_reader, open_writer
 from graph_builders.store._fields import FieldSpec, encode, field_spec
 from graph_builders.store._hydragnn import with_hydragnn_fields
+from graph_builders.store.derived import EDGE_LENGTH_RTOL, derive_field
+from graph_builders.store.facts import FactsBuilder
+from graph_builders.store.layouts import DEFAULT_LAYOUT, DERIVED_FROM_HYDRAGNN, EDGE_LENGTH, Layout, layout_named
 from graph_builders.store.errors import InconsistentGraphsError, StoreError
 from graph_builders.store.reader import open_adios_file
 
@@ -46,30 +51,40 @@ def write_dataset(
     fractions: tuple[float, ...] = (0.8, 0.1, 0.1),
     normalisation: Mapping[str, object] | None = None,
     progress: bool = False,
+    layout: str = DEFAULT_LAYOUT,
 ) -> Path:
     """Write ``graphs`` and their head registry to the ADIOS2 file ``path`` (a ``.bp`` directory).
 
     ``splits`` maps "trainset"/"valset"/"testset" (and optionally "calset") to indices into
-    ``graphs``; ``None`` splits at random with ``seed`` and ``fractions`` (train, val, test[,
-    calibration]). Every graph is checked against the schema and the heads, and all graphs must have the same attributes. ``metadata`` and
-    ``normalisation`` must be JSON-serialisable. Each sample also gets the fields HydraGNN's
-    loader needs (:mod:`graph_builders.store._hydragnn`: ``y``/``y_loc``, ``edge_shifts``,
-    ``atomic_numbers``), so the file trains in HydraGNN unchanged. The file appears under ``path`` only once complete
-    (an existing dataset there is replaced); returns ``path``.
+    ``graphs``, stored in the order given; ``None`` splits at random with ``seed`` and ``fractions``
+    (train, val, test[, calibration]), each split stored in random order (so any contiguous run of
+    it is a random sample: readers shuffle runs, :mod:`graph_builders.store.facts`). Every graph
+    is checked against the schema and the heads, and all graphs must have the same attributes.
+    ``metadata`` and ``normalisation`` must be JSON-serialisable. Each sample also gets the fields
+    HydraGNN's loader needs (:mod:`graph_builders.store._hydragnn`: ``y``/``y_loc``,
+    ``edge_shifts``, ``atomic_numbers``), so the file trains in HydraGNN unchanged; ``layout``
+    (:mod:`graph_builders.store.layouts`) says how compactly. The facts every trial needs are
+    computed as the graphs are written and stored with them. The file appears under ``path`` only
+    once complete (an existing dataset there is replaced); returns ``path``.
     """
     path = Path(path)
     heads = heads if isinstance(heads, HeadRegistry) else HeadRegistry.of(heads)
+    form = layout_named(layout)
     graphs = list(graphs)
     if not graphs:
         raise StoreError(f"{path}: no graphs to write")
     split_indices = resolve_splits(len(graphs), splits, seed, fractions)
     _check_graphs(graphs, heads)
+    ours = sorted(graphs[0].keys())
     graphs = [with_hydragnn_fields(g, heads, _label(graphs, i)) for i, g in enumerate(graphs)]
     specs = {key: field_spec(graphs[0], key, _label(graphs, 0)) for key in sorted(graphs[0].keys())}
+    derived = _derived_fields(graphs, specs, ours, form)
+    stored = {k: _stored_spec(s, form) for k, s in specs.items() if k not in derived}
     attributes = {
         L.FORMAT_ATTR: L.FORMAT_VERSION,
         L.HEADS_ATTR: heads.to_json(),
         L.METADATA_ATTR: _to_json(metadata or {}, "metadata"),
+        L.LAYOUT_ATTR: form.name,
     }
     if normalisation is not None:
         attributes[L.NORMALISATION_ATTR] = _to_json(normalisation, "normalisation")
@@ -82,16 +97,55 @@ def write_dataset(
                 stream.write_attribute(name, value)
             total = sum(map(len, split_indices.values()))
             stream.write_attribute(L.TOTAL_NDATA_ATTR, np.array(total, dtype=np.int64))
-            bar = tqdm(total=total * len(specs), disable=not progress,
+            facts = FactsBuilder(heads)
+            bar = tqdm(total=total * len(stored), disable=not progress,
                        desc=f"writing {path.name}", unit="field")
             with bar:
                 for split, indices in split_indices.items():
-                    _write_split(stream, split, graphs, indices, specs, bar)
+                    facts.open_split(split)
+                    nbytes = _write_split(stream, split, graphs, indices, stored, derived, specs, bar)
+                    for i, size in zip(indices.tolist(), nbytes.tolist()):
+                        facts.add(split, graphs[i], int(size))
+            stream.write_attribute(L.FACTS_ATTR, facts.finish().to_json())
         replace_path(tmp, path)
     except BaseException:
         remove_path(tmp)
         raise
     return path
+
+
+def _stored_spec(spec: FieldSpec, form: Layout) -> FieldSpec:
+    """How ``spec``'s field is stored in ``form`` (compact: int32 edge indices)."""
+    if spec.key == "edge_index" and form.edge_index_dtype == "int32":
+        return replace(spec, dtype=np.dtype(np.int32))
+    return spec
+
+
+def _derived_fields(graphs: Sequence[Data], specs: Mapping[str, FieldSpec], ours: Sequence[str],
+                    form: Layout) -> dict[str, str]:
+    """Our fields not stored because the reader derives them exactly (field -> what from)."""
+    derived: dict[str, str] = {}
+    for field, source in DERIVED_FROM_HYDRAGNN.items():
+        if field in ours and source in specs and all(_derives(g, field) for g in graphs):
+            derived[field] = source
+    if form.edge_lengths_on_read and "edge_attr" in ours and all(_derives(g, "edge_attr") for g in graphs):
+        derived["edge_attr"] = EDGE_LENGTH
+    return derived
+
+
+def _derives(graph: Data, field: str) -> bool:
+    """Whether :func:`derive_field` gives back ``graph``'s ``field`` (exactly; edge lengths to
+    float32 rounding)."""
+    value = graph[field]
+    try:
+        again = derive_field(field, {k: graph[k] for k in graph.keys()})
+    except (KeyError, ValueError, RuntimeError):
+        return False
+    if again.shape != value.shape or again.dtype != value.dtype:
+        return False
+    if field == "edge_attr":
+        return bool(torch.allclose(again, value, rtol=EDGE_LENGTH_RTOL, atol=EDGE_LENGTH_RTOL))
+    return bool(torch.equal(again, value))
 
 
 def resolve_splits(
@@ -104,7 +158,7 @@ def resolve_splits(
     "calset"), given or drawn at random.
 
     Random splits: ``round(f * n)`` graphs for validation, test (and calibration), the rest for
-    training; the indices of each split are sorted. Given splits are checked (known names, in
+    training; each split's indices in random order. Given splits are checked (known names, in
     range, disjoint).
     """
     if splits is None:
@@ -114,8 +168,8 @@ def resolve_splits(
         perm = np.random.default_rng(seed).permutation(num_graphs)
         counts = [int(round(f * num_graphs)) for f in fractions[1:]]
         bounds = np.cumsum([num_graphs - sum(counts), *counts])
-        parts = np.split(perm, bounds[:-1])
-        return {name: np.sort(part).astype(np.int64) for name, part in zip(L.SPLIT_NAMES, parts)}
+        parts = np.split(perm, bounds[:-1])  # each in random order (see write_dataset)
+        return {name: part.astype(np.int64) for name, part in zip(L.SPLIT_NAMES, parts)}
     unknown = sorted(set(splits) - set(L.SPLIT_NAMES))
     if unknown:
         raise StoreError(f"unknown split names {unknown}; splits are named {list(L.SPLIT_NAMES)}")
@@ -211,18 +265,26 @@ def _write_split(
     split: str,
     graphs: Sequence[Data],
     indices: np.ndarray,
+    stored: Mapping[str, FieldSpec],
+    derived: Mapping[str, str],
     specs: Mapping[str, FieldSpec],
     bar: tqdm,
-) -> None:
+) -> np.ndarray:
+    """Write one split's stored fields; returns each graph's stored bytes."""
     stream.write_attribute(L.ndata_attr(split), np.array(len(indices), dtype=np.int64))
+    nbytes = np.zeros(len(indices), dtype=np.int64)
     if len(indices) == 0:
-        return
-    stream.write_attribute(L.keys_attr(split), list(specs))
-    stream.write_attribute(L.fields_attr(split), json.dumps({k: s.to_json() for k, s in specs.items()}))
+        return nbytes
+    stream.write_attribute(L.keys_attr(split), list(stored))
+    described = {k: s.to_json() for k, s in stored.items()}
+    described.update({k: {**specs[k].to_json(), "from": source} for k, source in derived.items()})
+    stream.write_attribute(L.fields_attr(split), json.dumps(described))
     stream.write(L.source_index_var(split), np.ascontiguousarray(indices, dtype=np.int64))
-    for key, spec in specs.items():
-        arrays = [encode(graphs[i][key], spec, _label(graphs, i)) for i in indices.tolist()]
+    for key, spec in stored.items():
+        arrays = [encode(graphs[i][key], specs[key], _label(graphs, i)).astype(spec.dtype, copy=False)
+                  for i in indices.tolist()]
         counts = np.fromiter((a.shape[spec.cat_dim] for a in arrays), dtype=np.int64, count=len(arrays))
+        nbytes += np.fromiter((a.nbytes for a in arrays), dtype=np.int64, count=len(arrays))
         offsets = np.zeros_like(counts)
         np.cumsum(counts[:-1], out=offsets[1:])
         _write_concatenated(stream, L.data_var(split, key), arrays, counts, spec.cat_dim)
@@ -231,6 +293,7 @@ def _write_split(
         stream.write_attribute(L.dim_attr(split, key), np.array(spec.cat_dim, dtype=np.int64))
         stream.engine.perform_data_write()
         bar.update(len(indices))
+    return nbytes
 
 
 def _write_concatenated(

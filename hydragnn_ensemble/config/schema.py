@@ -411,7 +411,9 @@ class TrainingSection(_Section):
     Our keys: ``seed``, ``time_budget_s``, ``lr_schedule`` (``plateau``: ReduceLROnPlateau on the
     validation objective, factor 0.5, patience 5, min 1e-5, as HydraGNN's examples; ``cosine``:
     cosine decay to 1% over ``num_epoch``; ``none``), ``skip_nan_targets``, ``mixed_precision``
-    (bf16 autocast on CUDA only), ``preload`` (read the splits into memory once).
+    (bf16 autocast on CUDA only), ``preload`` (``true``: read the splits into memory once;
+    ``false``: read each batch's graphs as contiguous blocks, memory bounded whatever the dataset's
+    size; ``"auto"``, the default: preload a dataset of at most 256 MB, stream a larger one).
     """
 
     num_epoch: int = 100
@@ -436,7 +438,7 @@ class TrainingSection(_Section):
     lr_schedule: str = "plateau"
     skip_nan_targets: bool = False
     mixed_precision: bool = False
-    preload: bool = True
+    preload: bool | Literal["auto"] = "auto"
 
     @field_validator("num_epoch", "batch_size", "patience")
     @classmethod

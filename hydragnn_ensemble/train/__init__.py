@@ -3,7 +3,8 @@ train.log (a trained model is loaded back by :mod:`hydragnn_ensemble.inference`)
 
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
 from hydragnn_ensemble.train.checkpoint import CheckpointError
-from hydragnn_ensemble.train.data import DataError, InMemoryGraphs, ShardedBatchSampler
+from hydragnn_ensemble.train.batches import EpochBatches
+from hydragnn_ensemble.train.data import DataError, InMemoryGraphs
 from hydragnn_ensemble.train.distributed import DistributedContext
 from hydragnn_ensemble.train.normalisation import Normaliser
 from hydragnn_ensemble.train.trainer import Trainer, train_trial
@@ -14,9 +15,9 @@ __all__ = [
     "CheckpointError",
     "DataError",
     "DistributedContext",
+    "EpochBatches",
     "InMemoryGraphs",
     "Normaliser",
-    "ShardedBatchSampler",
     "Trainer",
     "train_trial",
 ]

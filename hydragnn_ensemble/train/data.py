@@ -1,9 +1,12 @@
-"""The trial's data: splits from the dataset file, checks before training, statistics, loaders.
+"""The trial's data: splits from the dataset, checks before training, statistics, what is read.
 
-:func:`prepare_data` reads every sample once: it checks the targets of the predicted heads (shape
-and finiteness; NaN samples are listed, or skipped on request), fits the normalisation on the
-training split, collects the input widths and (for PNA) the in-degree histogram, and keeps a slim
-copy of each graph with only the fields the model and the loss read (optionally in memory).
+:func:`prepare_data` reads no sample to check or summarise the dataset: the facts computed when
+the dataset was written (:mod:`graph_builders.store.facts`: target moments, the samples with
+non-finite targets, input moments and widths, the PNA degree histogram) give the normalisation,
+the input scaling and the checks, so a trial's start-up does not grow with the dataset. Only
+samples a trial leaves out (non-finite targets, ``skip_nan_targets``) are read, to take them back
+out of the facts. Then each split is either preloaded (read once in blocks, slimmed to the fields
+the model and loss read) or streamed (:class:`StreamedSplit`: read batch by batch, memory bounded).
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Protocol, Sequence
 
+import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
-from graph_builders.schema import TARGET_PREFIX, HeadRegistry
+from graph_builders.schema import HeadRegistry
+from graph_builders.store.facts import DatasetFacts, FactsBuilder, Moments
 from hydragnn_ensemble.model.edges import sort_edges_by_target
-from hydragnn_ensemble.train.normalisation import HeadStats, Normaliser, NormaliserFit, RunningMoments
+from hydragnn_ensemble.train.batches import InMemorySplit, SplitView
+from hydragnn_ensemble.train.normalisation import MIN_STD, HeadStats, Normaliser
 
 SPLITS: tuple[str, ...] = ("trainset", "valset", "testset")
 GEOMETRY_KEYS: tuple[str, ...] = ("cell", "pbc", "edge_shift")
@@ -31,13 +37,18 @@ class DataError(ValueError):
 
 
 class GraphSource(Protocol):
-    """What the trainer reads from a dataset (:class:`StoreSource` for a dataset file,
-    :class:`InMemoryGraphs` for lists of graphs)."""
+    """What the trainer reads from a dataset (:class:`StoreSource` for a dataset file or a sharded
+    dataset, :class:`InMemoryGraphs` for lists of graphs)."""
 
     heads: HeadRegistry
+    split_names: list[str]
 
     def num_graphs(self, split: str) -> int: ...
+    def keys(self, split: str) -> list[str]: ...
     def dataset(self, split: str) -> Dataset: ...
+    def facts(self) -> DatasetFacts: ...
+    def read_range(self, split: str, start: int, stop: int, keys: list[str] | None = None) -> list[Data]: ...
+    def sizes(self, split: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass
@@ -47,6 +58,7 @@ class InMemoryGraphs:
     heads: HeadRegistry
     splits: dict[str, list[Data]]
     metadata: dict = field(default_factory=dict)
+    _facts: DatasetFacts | None = field(default=None, init=False, repr=False)
 
     @property
     def split_names(self) -> list[str]:
@@ -58,19 +70,43 @@ class InMemoryGraphs:
     def dataset(self, split: str) -> Sequence[Data]:
         return self.splits[split]
 
+    def keys(self, split: str) -> list[str]:
+        graphs = self.splits[split]
+        return list(graphs[0].keys()) if graphs else []
+
+    def facts(self) -> DatasetFacts:
+        """Computed on first use (the graphs are in memory already)."""
+        if self._facts is None:
+            builder = FactsBuilder(self.heads)
+            for split, graphs in self.splits.items():
+                builder.open_split(split)
+                for g in graphs:
+                    builder.add(split, g)
+            self._facts = builder.finish()
+        return self._facts
+
+    def read_range(self, split: str, start: int, stop: int, keys: list[str] | None = None) -> list[Data]:
+        return self.splits[split][start:stop]
+
+    def sizes(self, split: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        graphs = self.splits[split][start:stop]
+        return (np.array([g.num_nodes for g in graphs], dtype=np.int64),
+                np.array([g.edge_index.shape[1] for g in graphs], dtype=np.int64))
+
     def close(self) -> None:
         """Nothing to release."""
 
 
 class StoreSource:
-    """A dataset file as a :class:`GraphSource`: heads, metadata and split sizes from the open
-    store; each split as a lazy dataset that opens the file per process (DataLoader workers)."""
+    """A dataset file or sharded dataset as a :class:`GraphSource`: heads, metadata, split sizes
+    and facts from the open store; graphs read by contiguous ranges; each split as a lazy dataset
+    that opens the file per process (DataLoader workers)."""
 
     def __init__(self, path: Path) -> None:
-        from graph_builders.store import GraphStore
+        from graph_builders.store import open_dataset
 
         self.path = path
-        self.store = GraphStore(path)
+        self.store = open_dataset(path)
         self.heads: HeadRegistry = self.store.heads
         self.metadata: dict = self.store.metadata
         self.split_names: list[str] = self.store.split_names
@@ -78,17 +114,32 @@ class StoreSource:
     def num_graphs(self, split: str) -> int:
         return self.store.num_graphs(split)
 
+    def keys(self, split: str) -> list[str]:
+        return self.store.keys(split)
+
     def dataset(self, split: str) -> Dataset:
         from graph_builders.store import AdiosGraphDataset
 
         return AdiosGraphDataset(self.path, split)
+
+    def facts(self) -> DatasetFacts:
+        """Stored, cached beside the dataset, or computed once by a scan; checked against the file."""
+        from graph_builders.store import dataset_facts
+
+        return dataset_facts(self.store)
+
+    def read_range(self, split: str, start: int, stop: int, keys: list[str] | None = None) -> list[Data]:
+        return self.store.read_range(split, start, stop, keys)
+
+    def sizes(self, split: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.store.graph_sizes(split, start, stop)
 
     def close(self) -> None:
         self.store.close()
 
 
 def open_source(data: str | os.PathLike | GraphSource) -> GraphSource:
-    """A path opens the ADIOS2 store; anything else is used as it is."""
+    """A path opens the dataset (a ``.bp`` file or a sharded dataset); anything else is used as it is."""
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.exists():
@@ -105,6 +156,15 @@ class FieldSelection:
     x_columns: tuple[int, ...] | None  # None: all columns
     edge_attr: bool
     geometry: bool
+
+    def keys_to_read(self, available: Sequence[str]) -> list[str]:
+        """The fields :meth:`slim` keeps, of those a split has."""
+        wanted = {"x", "pos", "edge_index", "z", *self.target_keys}
+        if self.edge_attr:
+            wanted.add("edge_attr")
+        if self.geometry:
+            wanted.update(GEOMETRY_KEYS)
+        return [k for k in available if k in wanted]
 
     def slim(self, d: Data) -> Data:
         """A new ``Data`` with only the selected fields (x columns selected), edges in the order of
@@ -131,26 +191,45 @@ class FieldSelection:
         return sort_edges_by_target(out)  # the model's sparse operators then need no sort per batch
 
 
-class SlimDataset(Dataset):
-    """Lazy view of a split: the selected samples, slimmed (and ``x`` standardised) as read."""
-
-    def __init__(self, base: Sequence[Data] | Dataset, indices: list[int], fields: FieldSelection):
-        self.base, self.indices, self.fields = base, indices, fields
-        self.x_stats: HeadStats | None = None
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, i: int) -> Data:
-        d = self.fields.slim(self.base[self.indices[i]])
-        if self.x_stats is not None:
-            d.x = standardise_x(d.x, self.x_stats)
-        return d
-
-
 def standardise_x(x: torch.Tensor, stats: HeadStats) -> torch.Tensor:
     """``(x - mean) / std`` per column (the model's input scaling, fitted on the training split)."""
     return (x - stats.mean.to(x.device, x.dtype)) / stats.std.to(x.device, x.dtype)
+
+
+class StreamedSplit:
+    """A split read from the dataset as it is needed: each range in one block read per field
+    (only the fields the model and loss read), slimmed and standardised; only ``kept`` graphs
+    (positions in the split) when some are left out. Memory holds what one read returns."""
+
+    def __init__(self, source: GraphSource, split: str, fields: FieldSelection, x_stats: HeadStats,
+                 kept: np.ndarray | None = None) -> None:
+        self.source, self.split, self.fields, self.x_stats = source, split, fields, x_stats
+        self.kept = kept
+        self.keys = fields.keys_to_read(source.keys(split))
+
+    def __len__(self) -> int:
+        return len(self.kept) if self.kept is not None else self.source.num_graphs(self.split)
+
+    def _ranges(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The dataset's ranges holding positions ``[start, stop)`` (contiguous runs of ``kept``)."""
+        if self.kept is None:
+            return [(start, stop)]
+        idx = self.kept[start:stop]
+        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+        return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks) if len(r)]
+
+    def costs(self, start: int, stop: int) -> np.ndarray:
+        parts = [self.source.sizes(self.split, a, b) for a, b in self._ranges(start, stop)]
+        return np.concatenate([n + e for n, e in parts]) if parts else np.zeros(0, dtype=np.int64)
+
+    def graphs(self, start: int, stop: int) -> list[Data]:
+        out = []
+        for a, b in self._ranges(start, stop):
+            for d in self.source.read_range(self.split, a, b, self.keys):
+                d = self.fields.slim(d)
+                d.x = standardise_x(d.x, self.x_stats)
+                out.append(d)
+        return out
 
 
 @dataclass
@@ -158,7 +237,7 @@ class PreparedData:
     """Everything the trainer needs from the dataset, checked."""
 
     heads: HeadRegistry  # the predicted heads, in config order
-    splits: dict[str, Sequence[Data]]
+    splits: dict[str, SplitView]
     normaliser: Normaliser
     x_stats: HeadStats  # per selected column of x, training split
     node_feature_dim: int  # width of the dataset's x (before column selection)
@@ -170,6 +249,7 @@ class PreparedData:
     #: graph heads of dim 1 divided by each graph's node count, training split (a total energy's
     #: statistics per atom, which potential mode's energy scale is fitted on)
     per_node_stats: dict[str, HeadStats] = field(default_factory=dict)
+    streamed: bool = False  # the splits are read batch by batch (not preloaded)
 
     def num_graphs(self, split: str) -> int:
         return len(self.splits[split])
@@ -188,58 +268,90 @@ def prepare_data(
     *,
     where: str,
     skip_nan_targets: bool = False,
-    preload: bool = True,
+    preload: bool | str = "auto",
     degree_histogram: bool = False,
 ) -> PreparedData:
-    """Check and summarise ``source`` for training ``heads`` (see the module docstring).
+    """Check and summarise ``source`` for training ``heads`` from its facts (see the module
+    docstring).
 
     ``where`` names the dataset in error messages. NaN/inf targets raise :class:`DataError`
-    listing ``split[index]`` of each bad sample unless ``skip_nan_targets``.
+    listing ``split[index]`` of each bad sample unless ``skip_nan_targets``. ``preload``: True,
+    False or "auto" (preload at most :data:`PRELOAD_AUTO_BYTES` of data).
     """
     _check_splits(source, where)
-    stats = _TrainStats(heads, fields, degree_histogram)
-    splits: dict[str, Sequence[Data]] = {}
-    skipped: dict[str, list[int]] = {}
-    problems = _Problems()
-    widths: tuple[int, int, bool] | None = None
+    facts = source.facts()
+    skipped = _left_out(facts, heads, where, skip_nan_targets)
+    train = facts.splits["trainset"]
+    if skipped.get("trainset"):
+        train = train.without(g for i in skipped["trainset"] for g in source.read_range("trainset", i, i + 1))
     for split in SPLITS:
-        base = source.dataset(split)
-        keep: list[int] = []
-        slim: list[Data] = []
-        for i in range(source.num_graphs(split)):
-            d = base[i]
-            if problems.found(split, i, d, heads):
-                continue
-            this = _widths(d)
-            if widths is None:
-                widths = this
-            elif this[:2] != widths[:2]:
-                problems.shape.append((split, i, f"x/edge_attr widths {this[:2]} differ from the first "
-                                                 f"graph's {widths[:2]}"))
-                continue
-            keep.append(i)
-            if preload:
-                slim.append(fields.slim(d))
-            if split == "trainset":
-                stats.add(d)
-        splits[split] = slim if preload else SlimDataset(base, keep, fields)
-        if len(keep) < source.num_graphs(split):
-            kept = set(keep)
-            skipped[split] = [i for i in range(source.num_graphs(split)) if i not in kept]
-    problems.check(where, skip_nan_targets)
-    for split in SPLITS:
-        if len(splits[split]) == 0:
+        if facts.splits[split].ndata - len(skipped.get(split, ())) == 0:
             raise DataError(f"{where}: split {split!r} has no usable graphs after skipping NaN targets")
-    assert widths is not None and stats.x_moments is not None
-    x_stats = stats.x_moments.stats()
-    _standardise(splits, x_stats)
+    x_moments = train.x
+    if train.x_width < 0 or x_moments is None:
+        raise DataError(f"{where}: the graphs have no node features x")
+    x_stats = _head_stats(x_moments, fields.x_columns)
+    stream = _streams(preload, facts)
+    splits: dict[str, SplitView] = {}
+    for split in SPLITS:
+        n = source.num_graphs(split)
+        kept = np.setdiff1d(np.arange(n), skipped[split]) if skipped.get(split) else None
+        view = StreamedSplit(source, split, fields, x_stats, kept)
+        splits[split] = view if stream else InMemorySplit(_read_all(view))
     return PreparedData(
-        heads=heads, splits=splits, normaliser=stats.fit.finish(), x_stats=x_stats,
-        node_feature_dim=widths[0], edge_dim=widths[1], has_atomic_numbers=widths[2],
-        degree_histogram=stats.deg_hist.tolist() if degree_histogram else None,
-        skipped=skipped, metadata=dict(getattr(source, "metadata", None) or {}),
-        per_node_stats={name: m.stats() for name, m in stats.per_node.items()},
+        heads=heads, splits=splits,
+        normaliser=Normaliser({h.name: _head_stats(train.heads[h.name]) for h in heads}), x_stats=x_stats,
+        node_feature_dim=train.x_width, edge_dim=train.edge_width, has_atomic_numbers=train.has_z,
+        degree_histogram=list(train.degree_histogram) if degree_histogram else None,
+        skipped={s: v for s, v in skipped.items() if v}, metadata=dict(getattr(source, "metadata", None) or {}),
+        per_node_stats={name: _head_stats(m) for name, m in train.per_node.items() if name in heads.names},
+        streamed=stream,
     )
+
+
+#: ``preload: auto`` preloads a dataset of at most this many stored bytes (its three splits)
+PRELOAD_AUTO_BYTES = 256 * 2**20
+_READ_BLOCK = 512  # graphs per block read when preloading
+
+
+def _streams(preload: bool | str, facts: DatasetFacts) -> bool:
+    if preload == "auto":
+        return sum(facts.splits[s].nbytes for s in SPLITS) > PRELOAD_AUTO_BYTES
+    return not preload
+
+
+def _read_all(view: StreamedSplit) -> list[Data]:
+    """Every graph of a split, read in blocks (the preload)."""
+    n = len(view)
+    return [g for a in range(0, n, _READ_BLOCK) for g in view.graphs(a, min(n, a + _READ_BLOCK))]
+
+
+def _head_stats(moments: Moments, columns: Sequence[int] | None = None) -> HeadStats:
+    """Mean and std (a constant column: std 1) of ``moments``' columns (all, or ``columns``)."""
+    if moments.count == 0:
+        raise DataError("cannot fit normalisation on zero samples")
+    cols = list(columns) if columns is not None else list(range(moments.dim))
+    mean, std = moments.mean[cols], moments.std[cols]
+    std = np.where(std < MIN_STD, 1.0, std)
+    return HeadStats(torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32))
+
+
+def _left_out(facts: DatasetFacts, heads: HeadRegistry, where: str, skip_nan_targets: bool) -> dict[str, list[int]]:
+    """Per split, the samples with a non-finite target of one of ``heads`` (sorted); DataError
+    listing them unless ``skip_nan_targets``."""
+    out: dict[str, list[int]] = {}
+    bad: list[tuple[str, int, str]] = []
+    for split in SPLITS:
+        first_bad: dict[int, str] = {}
+        for h in heads:
+            for i in facts.splits[split].nonfinite.get(h.name, ()):
+                first_bad.setdefault(i, h.key)
+        out[split] = sorted(first_bad)
+        bad += [(split, i, f"{first_bad[i]} has NaN/inf") for i in out[split]]
+    if bad and not skip_nan_targets:
+        raise DataError(f"{where}: {len(bad)} sample(s) have NaN/inf targets: {_describe(bad)} "
+                        "(set NeuralNetwork.Training.skip_nan_targets to leave them out)")
+    return out
 
 
 def _check_splits(source: GraphSource, where: str) -> None:
@@ -251,131 +363,3 @@ def _check_splits(source: GraphSource, where: str) -> None:
         if source.num_graphs(split) == 0:
             raise DataError(f"{where}: split {split!r} is empty; training needs graphs in "
                             f"{', '.join(SPLITS)}")
-
-
-def _widths(d: Data) -> tuple[int, int, bool]:
-    """(x width, edge_attr width, has z) of one graph."""
-    x_w = d.x.shape[1] if d.x is not None and d.x.dim() == 2 else -1
-    e_w = d.edge_attr.shape[1] if getattr(d, "edge_attr", None) is not None else 0
-    return x_w, e_w, getattr(d, "z", None) is not None
-
-
-@dataclass
-class _Problems:
-    """Samples whose targets do not fit the heads (always an error) or are not finite."""
-
-    shape: list[tuple[str, int, str]] = field(default_factory=list)
-    nan: list[tuple[str, int, str]] = field(default_factory=list)
-
-    def found(self, split: str, i: int, d: Data, heads: HeadRegistry) -> bool:
-        """Record the first problem of sample ``split[i]``; True when it has one."""
-        for h in heads:
-            y = getattr(d, h.key, None)
-            rows = 1 if h.level == "graph" else d.num_nodes
-            if y is None or tuple(y.shape) != (rows, h.dim):
-                got = None if y is None else tuple(y.shape)
-                self.shape.append((split, i, f"{h.key} must be [{rows}, {h.dim}], got {got}"))
-                return True
-            if not bool(torch.isfinite(y).all()):
-                self.nan.append((split, i, f"{h.key} has NaN/inf"))
-                return True
-        return False
-
-    def check(self, where: str, skip_nan_targets: bool) -> None:
-        if self.shape:
-            raise DataError(f"{where}: {len(self.shape)} sample(s) do not match the heads: {_describe(self.shape)}")
-        if self.nan and not skip_nan_targets:
-            raise DataError(f"{where}: {len(self.nan)} sample(s) have NaN/inf targets: {_describe(self.nan)} "
-                            "(set NeuralNetwork.Training.skip_nan_targets to leave them out)")
-
-
-class _TrainStats:
-    """What the training split gives the trainer: target normalisation, input-feature moments and
-    (for PNA) the in-degree histogram."""
-
-    def __init__(self, heads: HeadRegistry, fields: FieldSelection, degree_histogram: bool) -> None:
-        self.fit = NormaliserFit(heads)
-        self.per_node = {h.name: RunningMoments(1) for h in heads if h.level == "graph" and h.dim == 1}
-        self.fields = fields
-        self.x_moments: RunningMoments | None = None
-        self.degree_histogram = degree_histogram
-        self.deg_hist = torch.zeros(1, dtype=torch.long)
-
-    def add(self, d: Data) -> None:
-        self.fit.add(d)
-        for name, moments in self.per_node.items():
-            moments.add(getattr(d, TARGET_PREFIX + name) / max(int(d.num_nodes), 1))
-        x_sel = d.x if self.fields.x_columns is None else d.x[:, list(self.fields.x_columns)]
-        if self.x_moments is None:
-            self.x_moments = RunningMoments(x_sel.shape[1])
-        self.x_moments.add(x_sel)
-        if self.degree_histogram:
-            h = torch.bincount(torch.bincount(d.edge_index[1], minlength=d.num_nodes))
-            if h.numel() > self.deg_hist.numel():
-                h, self.deg_hist = self.deg_hist, h
-            self.deg_hist[: h.numel()] += h
-
-
-def _standardise(splits: dict[str, Sequence[Data]], x_stats: HeadStats) -> None:
-    """Standardise x with the training split's moments (lazily for a not preloaded split)."""
-    for graphs in splits.values():
-        if isinstance(graphs, SlimDataset):
-            graphs.x_stats = x_stats
-        else:
-            for d in graphs:
-                d.x = standardise_x(d.x, x_stats)
-
-
-class ShardedBatchSampler(Sampler[list[int]]):
-    """Global batches of ``batch_size`` indices, each split into ``world_size`` shards.
-
-    Rank ``r`` gets shard ``r`` of every global batch, so one process and N processes see the same
-    global batches (same seed and epoch). With N > 1 a trailing global batch smaller than N is
-    dropped (a rank would otherwise get no graph).
-    """
-
-    def __init__(self, n: int, batch_size: int, rank: int = 0, world_size: int = 1,
-                 shuffle: bool = True, seed: int = 0) -> None:
-        self.n, self.batch_size, self.rank, self.world = n, batch_size, rank, world_size
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def _order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.n))
-        g = torch.Generator()
-        g.manual_seed(self.seed * 100_003 + self.epoch)
-        return torch.randperm(self.n, generator=g).tolist()
-
-    def __iter__(self) -> Iterator[list[int]]:
-        order = self._order()
-        for start in range(0, self.n, self.batch_size):
-            batch = order[start: start + self.batch_size]
-            if len(batch) < self.world:
-                continue
-            # contiguous shards of near-equal size
-            k, r = divmod(len(batch), self.world)
-            lo = self.rank * k + min(self.rank, r)
-            hi = lo + k + (1 if self.rank < r else 0)
-            yield batch[lo:hi]
-
-    def __len__(self) -> int:
-        full, rest = divmod(self.n, self.batch_size)
-        return full + (1 if rest >= self.world else 0)
-
-
-class StridedBatchSampler(Sampler[list[int]]):
-    """Evaluation: rank ``r`` takes samples ``r, r + N, ...`` in batches of ``batch_size``."""
-
-    def __init__(self, n: int, batch_size: int, rank: int = 0, world_size: int = 1) -> None:
-        self.indices = list(range(rank, n, world_size))
-        self.batch_size = batch_size
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for start in range(0, len(self.indices), self.batch_size):
-            yield self.indices[start: start + self.batch_size]
-
-    def __len__(self) -> int:
-        return (len(self.indices) + self.batch_size - 1) // self.batch_size

@@ -1,4 +1,5 @@
-"""Per-head target normalisation fitted on the training split.
+"""Per-head target normalisation fitted on the training split (from the dataset's facts,
+:mod:`graph_builders.store.facts`).
 
 Graph heads get one mean/std per component over graphs, node heads one per component over all
 nodes of all training graphs. The model predicts normalised values (``(y - mean) / std``) except
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from graph_builders.schema import HeadRegistry
 
 #: A component whose training std is below this is treated as constant (std 1).
 MIN_STD = 1e-12
@@ -35,40 +35,11 @@ class HeadStats:
                    torch.tensor(d["std"], dtype=torch.float32))
 
 
-class RunningMoments:
-    """Sum, sum of squares and count of the columns of [rows, dim] tensors (float64)."""
-
-    def __init__(self, dim: int) -> None:
-        self.total = torch.zeros(dim, dtype=torch.float64)
-        self.squares = torch.zeros(dim, dtype=torch.float64)
-        self.count = 0
-
-    def add(self, y: Tensor) -> None:
-        y = y.detach().to(torch.float64)
-        self.total += y.sum(0)
-        self.squares += (y * y).sum(0)
-        self.count += y.shape[0]
-
-    def stats(self) -> HeadStats:
-        if self.count == 0:
-            raise ValueError("cannot fit normalisation on zero samples")
-        mean = self.total / self.count
-        var = (self.squares / self.count - mean * mean).clamp_min(0.0)
-        std = var.sqrt()
-        std = torch.where(std < MIN_STD, torch.ones_like(std), std)
-        return HeadStats(mean.to(torch.float32), std.to(torch.float32))
-
-
 @dataclass
 class Normaliser:
     """Statistics of every predicted head, in head order."""
 
     stats: dict[str, HeadStats] = field(default_factory=dict)
-
-    @classmethod
-    def accumulator(cls, heads: HeadRegistry) -> "NormaliserFit":
-        """Start fitting: feed graphs with :meth:`NormaliserFit.add`, then call ``finish()``."""
-        return NormaliserFit(heads)
 
     def __getitem__(self, head: str) -> HeadStats:
         return self.stats[head]
@@ -91,18 +62,3 @@ class Normaliser:
     def denormalise_variance(self, head: str, var: Tensor) -> Tensor:
         s = self.stats[head]
         return var * (s.std.to(var.device) ** 2)
-
-
-class NormaliserFit:
-    """Accumulates the moments of each head over training graphs."""
-
-    def __init__(self, heads: HeadRegistry) -> None:
-        self.heads = heads
-        self.moments = {h.name: RunningMoments(h.dim) for h in heads}
-
-    def add(self, data) -> None:
-        for h in self.heads:
-            self.moments[h.name].add(getattr(data, h.key))
-
-    def finish(self) -> Normaliser:
-        return Normaliser({name: m.stats() for name, m in self.moments.items()})

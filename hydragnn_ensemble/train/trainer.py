@@ -31,7 +31,6 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch_geometric.loader import DataLoader
 
 from hydragnn_ensemble.config import HydraConfig, config_to_model_spec, load_config, selected_heads
 from hydragnn_ensemble.dataset_check import config_problems, dataset_facts
@@ -41,15 +40,8 @@ from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
 from hydragnn_ensemble.train.progress import EpochChannel
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
 from hydragnn_ensemble.train.checkpoint import save_checkpoint
-from hydragnn_ensemble.train.data import (
-    FieldSelection,
-    GraphSource,
-    PreparedData,
-    ShardedBatchSampler,
-    StridedBatchSampler,
-    open_source,
-    prepare_data,
-)
+from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches, EvalBatches
+from hydragnn_ensemble.train.data import FieldSelection, GraphSource, PreparedData, open_source, prepare_data
 from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
@@ -115,18 +107,12 @@ class _Best:
     val_errors: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-def make_loader(dataset, batch_sampler, device: torch.device) -> DataLoader:
-    """A PyG loader in this process (no workers: one thread per process), pinned on CUDA."""
-    return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=0,
-                      pin_memory=device.type == "cuda")
-
-
 class Trainer:
     """Trains one config on prepared data. Use :func:`train_trial` unless you need the parts."""
 
     def __init__(self, inputs: TrialInputs, run_dir: Path, *, device: torch.device, pg: ProcessGroup,
                  log: TrialLog, budget: TimeBudget, progress: bool = True,
-                 channel: EpochChannel | None = None) -> None:
+                 channel: EpochChannel | None = None, balance: str = "cost") -> None:
         from hydragnn_ensemble.model import build_model
 
         config, data = inputs.config, inputs.data
@@ -151,15 +137,13 @@ class Trainer:
         self.loss = MultiHeadLoss(self.spec.heads, data.normaliser, list(config.architecture.task_weights),
                                   tr.loss_function_type, tuple(getattr(self.model, "physical_heads", ())),
                                   device)
-        self.train_sampler = ShardedBatchSampler(data.num_graphs("trainset"), tr.batch_size,
-                                                 self.ctx.rank, self.ctx.world_size, True, tr.seed)
-        self.train_loader = make_loader(data.splits["trainset"], self.train_sampler, device)
-        self.eval_loaders = {
-            split: make_loader(data.splits[split],
-                               StridedBatchSampler(data.num_graphs(split), tr.batch_size,
-                                                   self.ctx.rank, self.ctx.world_size), device)
-            for split in ("valset", "testset")
-        }
+        # one process and N processes train on the same global batches, each process's share of
+        # equal work (hydragnn_ensemble.train.batches); streamed splits read a batch in a few runs
+        chunk = max(1, tr.batch_size // RUNS_PER_BATCH) if data.streamed else 1
+        self.train_loader = EpochBatches(data.splits["trainset"], tr.batch_size, self.ctx.rank, self.ctx.world_size,
+                                         tr.seed, chunk=chunk, balance=balance)
+        self.eval_loaders = {split: EvalBatches(data.splits[split], tr.batch_size, self.ctx.rank, self.ctx.world_size)
+                             for split in ("valset", "testset")}
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
                          if tr.mixed_precision and device.type == "cuda" else nullcontext())
         self.history: list[EpochStats] = []
@@ -200,7 +184,7 @@ class Trainer:
         Epoch 0 is not interrupted for a stop: a stopper decides on reported epochs, and a request
         that is there before any is honoured after epoch 0, with a checkpoint to keep."""
         self.model.train()
-        self.train_sampler.set_epoch(epoch)
+        self.train_loader.set_epoch(epoch)
         device, loss_fn, dist_on = self.device, self.loss, self.ctx.is_distributed
         running = torch.zeros((), dtype=torch.float64, device=device)
         n_batches = graphs = 0
@@ -484,7 +468,7 @@ def _fit(config: HydraConfig, data: str | os.PathLike | GraphSource, run_dir: Pa
     owned = source is not data
     try:
         inputs = prepare_trial(config, source, where)
-        if owned and config.training.preload:
+        if owned and not inputs.data.streamed:
             source.close()  # everything is in memory now
             owned = False
         for warning in inputs.warnings:

@@ -331,9 +331,11 @@ def _run_two_ranks(argv: list[str]) -> None:
     assert [p.exitcode for p in ctx.processes] == [0, 0]
 
 
-def test_two_processes_equal_one(tmp_path, dataset):
-    """2 gloo processes through the real CLI, same global batches: same losses and weights."""
-    cfg = config_dict(num_epoch=3, lr_schedule="none")
+@pytest.mark.parametrize("preload", [True, False])
+def test_two_processes_equal_one(tmp_path, dataset, preload):
+    """2 gloo processes through the real CLI, same global batches (each process's share of equal
+    work): same losses and weights, with the splits preloaded or streamed batch by batch."""
+    cfg = config_dict(num_epoch=3, lr_schedule="none", preload=preload)
     cfg_path = tmp_path / "cfg.json"
     cfg_path.write_text(json.dumps(cfg))
     single = train_trial(config_from_dict(cfg), dataset, tmp_path / "one", device="cpu", progress=False)

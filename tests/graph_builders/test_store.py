@@ -160,7 +160,10 @@ def test_hydragnn_layout_read_with_raw_adios2(atomic_file):
         variables = reader.available_variables()
         assert int(reader.read_attribute("total_ndata")) == 40
         assert [int(reader.read_attribute(f"{s}/ndata")) for s in ("trainset", "valset", "testset")] == [32, 4, 4]
-        keys = sorted([*graphs[0].keys(), "y", "y_loc", "edge_shifts", "atomic_numbers"])
+        # our z and edge_shift are HydraGNN's atomic_numbers and edge_shifts again: derived on read
+        keys = sorted({*graphs[0].keys(), "y", "y_loc", "edge_shifts", "atomic_numbers"} - {"z", "edge_shift"})
+        fields = json.loads(reader.read_attribute("hydragnn_ensemble/trainset/fields"))
+        assert fields["z"]["from"] == "atomic_numbers" and fields["edge_shift"]["from"] == "edge_shifts"
         source = reader.read("hydragnn_ensemble/trainset/source_index")
         for split in ("trainset", "valset", "testset"):
             assert reader.read_attribute_string(f"{split}/keys") == keys
