@@ -114,6 +114,10 @@ class AtomicGraphBuilder:
         if self.max_neighbours is not None:
             keep = _nearest_per_centre(pairs, shifts, distances, n_atoms, self.max_neighbours)
             pairs, shifts, distances = pairs[keep], shifts[keep], distances[keep]
+        # edges in the order of their centre i (stable): the model's sparse operators and the trainer
+        # take them as they are, without a sort per graph or per batch
+        order = np.argsort(pairs[:, 0], kind="stable")
+        pairs, shifts, distances = pairs[order], shifts[order], distances[order]
         # One copy each: (i, j) pairs -> [2, E] int64 with row 0 = j, row 1 = i.
         edge_index = pairs[:, ::-1].T.astype(np.int64, order="C")
         if not self.allow_isolated:

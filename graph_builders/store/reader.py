@@ -72,9 +72,34 @@ class GraphBlock:
     arrays: dict[str, np.ndarray]
     counts: dict[str, np.ndarray]
     specs: dict[str, FieldSpec]
+    _offsets: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.stop - self.start
+
+    def slice(self, start: int, stop: int) -> "GraphBlock":
+        """Graphs ``[start, stop)`` of this block (positions in it) as a block of views, no copy."""
+        arrays, counts = {}, {}
+        for key, array in self.arrays.items():
+            first = self._firsts(key)
+            axis = self.specs[key].cat_dim
+            index = [slice(None)] * array.ndim
+            index[axis] = slice(int(first[start]), int(first[stop]))
+            arrays[key], counts[key] = array[tuple(index)], self.counts[key][start:stop]
+        return GraphBlock(self.start + start, self.start + stop, arrays, counts, self.specs)
+
+    def _firsts(self, key: str) -> np.ndarray:
+        """Where each graph's rows of ``key`` start in the block (and the end), computed once."""
+        if self._offsets is None:
+            self._offsets = {}
+        if key not in self._offsets:
+            self._offsets[key] = np.concatenate(([0], np.cumsum(self.counts[key])))
+        return self._offsets[key]
+
+    def tensors(self) -> dict[str, "torch.Tensor"]:
+        """Each tensor key's values of all the block's graphs, concatenated (as a batch holds them)."""
+        return {key: decode(array, self.specs[key]) for key, array in self.arrays.items()
+                if self.specs[key].kind == "tensor"}
 
     def graphs(self) -> list[Data]:
         """One ``Data`` per graph, as :meth:`GraphStore.get` returns them."""
@@ -158,6 +183,7 @@ class GraphStore:
         self._ndata = {s: int(self._file.read_attribute(L.ndata_attr(s))) for s in self.split_names}
         self._splits: dict[str, _Split] = {}
         self._attrs = set(attrs)
+        self._plans: dict[tuple, tuple[list[str], list[str]]] = {}
         self._facts: DatasetFacts | None = None
         self.layout: str = str(self._file.read_attribute(L.LAYOUT_ATTR)) if L.LAYOUT_ATTR in attrs else DEFAULT_LAYOUT
 
@@ -242,16 +268,11 @@ class GraphStore:
         if not 0 <= start <= stop <= info.ndata:
             raise SampleIndexError(f"{self.path}: range [{start}, {stop}) is not inside {split!r} with "
                                    f"{info.ndata} graphs")
-        wanted = list(info.visible) if keys is None else list(keys)
-        for key in wanted:
-            self._field(split, key)
-        needed = set(wanted)
-        for key in wanted:
-            needed |= set(_sources(info.fields[key]))
+        wanted, needed = self._reading_plan(split, keys)
         engine = self._engine()
         arrays: dict[str, np.ndarray] = {}
         counts: dict[str, np.ndarray] = {}
-        for key in sorted(needed, key=lambda k: info.fields[k].derived_from is not None):
+        for key in needed:
             field = info.fields[key]
             counts[key] = self._counts(split, field, start, stop)
             if field.derived_from is None:
@@ -267,6 +288,22 @@ class GraphStore:
                           {k: info.fields[k].spec for k in wanted})
 
     # -- internals -------------------------------------------------------------------------------
+    def _reading_plan(self, split: str, keys: list[str] | None) -> tuple[list[str], list[str]]:
+        """The keys asked for, and every key to read or derive for them (stored ones first);
+        worked out once per split and key list."""
+        cache_key = (split, None if keys is None else tuple(keys))
+        plan = self._plans.get(cache_key)
+        if plan is None:
+            info = self._split(split)
+            wanted = list(info.visible) if keys is None else list(keys)
+            for key in wanted:
+                self._field(split, key)
+            needed = set(wanted)
+            for key in wanted:
+                needed |= set(_sources(info.fields[key]))
+            plan = self._plans[cache_key] = (wanted, sorted(needed, key=lambda k: info.fields[k].derived_from is not None))
+        return plan
+
     def _engine(self) -> adios2.Engine:
         if self._file is None:
             raise StoreError(f"{self.path}: the store is closed")

@@ -28,22 +28,24 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch, Data
 
-#: a streamed global batch is made of about this many contiguous runs of the split
-RUNS_PER_BATCH = 4
+#: a streamed global batch is made of about this many contiguous runs of the split (each one block
+#: read per field; the writer stores a split in random order, so a run is a random sample, and the
+#: runs that make a batch are drawn anew every epoch)
+RUNS_PER_BATCH = 2
 
 Run = tuple[int, int]  # graphs [start, stop) of a split
 
 
 class SplitView(Protocol):
-    """One split as the trainer reads it: its size, each graph's work, and graphs by range."""
+    """One split as the trainer reads it: its size, each graph's work, and batches of runs."""
 
     def __len__(self) -> int: ...
 
     def costs(self, start: int, stop: int) -> np.ndarray:
         """Each graph's work (edges + nodes) for graphs ``[start, stop)``."""
 
-    def graphs(self, start: int, stop: int) -> list[Data]:
-        """Graphs ``[start, stop)``, ready for the model (slimmed, inputs standardised)."""
+    def batch(self, runs: Sequence[Run]) -> Batch:
+        """The graphs of ``runs`` as one batch, ready for the model (slimmed, inputs standardised)."""
 
 
 class InMemorySplit:
@@ -63,8 +65,8 @@ class InMemorySplit:
     def costs(self, start: int, stop: int) -> np.ndarray:
         return self._costs[start:stop]
 
-    def graphs(self, start: int, stop: int) -> list[Data]:
-        return self._graphs[start:stop]
+    def batch(self, runs: Sequence[Run]) -> Batch:
+        return Batch.from_data_list([g for a, b in runs for g in self._graphs[a:b]])
 
 
 def epoch_plan(n: int, batch_size: int, chunk: int, seed: int, epoch: int, shuffle: bool = True) -> list[list[Run]]:
@@ -162,7 +164,7 @@ class EpochBatches:
         for runs in self.plan():
             mine = self.my_runs(runs)
             if mine is not None:
-                yield collate([g for a, b in mine for g in self.split.graphs(a, b)])
+                yield self.split.batch(mine)
 
     def __len__(self) -> int:
         full, rest = divmod(len(self.split), self.batch_size)
@@ -182,16 +184,7 @@ class EvalBatches:
 
     def __iter__(self) -> Iterator[Batch]:
         for a in range(self.start, self.stop, self.batch_size):
-            yield collate(self.split.graphs(a, min(self.stop, a + self.batch_size)))
+            yield self.split.batch([(a, min(self.stop, a + self.batch_size))])
 
     def __len__(self) -> int:
         return math.ceil((self.stop - self.start) / self.batch_size)
-
-
-def collate(graphs: list[Data]) -> Batch:
-    """A PyG batch of ``graphs`` (pinned memory is the device copy's business)."""
-    return Batch.from_data_list(graphs)
-
-
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    return batch.to(device, non_blocking=True)

@@ -199,6 +199,8 @@ class Trainer:
 
             loader = tqdm(loader, desc=f"epoch {epoch}", leave=False, unit="batch")
         for batch in loader:
+            if epoch == 0 and n_batches == 0:  # what the trial's start cost: process, data, first read
+                self.log.write(f"first training batch after {self.budget.elapsed:.3f} s")
             batch = batch.to(device, non_blocking=True)
             counts = loss_fn.local_counts(batch)
             graphs += batch.num_graphs

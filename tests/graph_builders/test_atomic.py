@@ -153,8 +153,9 @@ def test_batched_edge_vectors_per_graph_product_and_gather_agree_with_gradients(
         grads.append((vec, data.pos.grad.clone(), data.cell.grad.clone()))
         data.pos, data.cell = data.pos.detach(), data.cell.detach()
     torch.testing.assert_close(grads[0][0][order], grads[1][0])
-    torch.testing.assert_close(grads[0][1], grads[1][1])
-    torch.testing.assert_close(grads[0][2], grads[1][2])
+    # sums of ~50-sized terms in another order: float32 rounding where they cancel to ~0
+    torch.testing.assert_close(grads[0][1], grads[1][1], atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(grads[0][2], grads[1][2], atol=1e-4, rtol=1e-5)
     assert grads[0][2].abs().sum() > 0
 
 

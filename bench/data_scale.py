@@ -1,0 +1,267 @@
+"""Data at HydraGNN's scale: a trial's start-up and memory, the loader's read speed and the balance of
+data-parallel shares, at two dataset sizes (issue #50).
+
+    python -m bench.data_scale make --num 20000 -o bench/out/cells20k      # synthetic datasets
+    python -m bench.data_scale make --num 200000 -o bench/out/cells200k
+    python -m bench.data_scale startup bench/out/cells20k bench/out/cells200k
+    python -m bench.data_scale loader bench/out/cells200k
+    python -m bench.data_scale balance demo_out/alloy.bp
+
+``make``: small periodic cells (FCC, 8 atoms of Cu/Ni/Pd/Ag/Au, rattled 0.05 Å, radius graph at
+5 Å: 336 edges each) with synthetic labels (a Morse pair energy per edge and its exact forces: the
+bench measures data handling, not physics), written as a sharded dataset of 20,000 graphs per shard
+(:class:`graph_builders.store.ShardWriter`).
+
+``startup``: one trial process per dataset (``python -m hydragnn_ensemble train``, a small GIN, one
+epoch cut by a time budget), streamed (``preload: false``) and with the default (``auto``): seconds
+from launch to the first training batch (the trainer's log), and the process's peak RSS.
+
+``loader``: training graphs per second of the trainer's streamed loader (block reads, slimming,
+standardising, collating; no model) against a raw bulk ADIOS2 read of the same split's variables
+(bytes to graphs) and against reading graph by graph (``GraphStore.get``, the path every trial used
+before), in the same process.
+
+``balance``: two processes' shares of the same global batches, work-balanced (edges + nodes) or
+count-balanced (equal graph counts): per step, each process's forward and backward time, max over
+mean, the median over steps (a 2-core machine: the two processes run one after the other on one
+core, so the times are each share's own work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ELEMENTS = (29, 28, 46, 47, 79)
+MORSE = {"depth": 0.3, "alpha": 1.6, "r0": 2.6}  # eV, 1/Å, Å: a Cu-like pair, for synthetic labels
+
+
+def morse_labels(graph) -> tuple[np.ndarray, np.ndarray]:
+    """Energy (1/2 sum over directed edges of the Morse pair energy) and its exact forces."""
+    from graph_builders.schema import edge_vectors
+
+    v = edge_vectors(graph).double().numpy()
+    r = np.linalg.norm(v, axis=1)
+    d, a, r0 = MORSE["depth"], MORSE["alpha"], MORSE["r0"]
+    e = np.exp(-a * (r - r0))
+    energy = 0.5 * float((d * (1 - e) ** 2).sum())
+    dphi = 2 * d * (1 - e) * a * e  # d phi / d r
+    centre = graph.edge_index[1].numpy()
+    forces = np.zeros((graph.num_nodes, 3))
+    np.add.at(forces, centre, (dphi / r)[:, None] * v)
+    return np.array([[energy]]), forces
+
+
+def make(num: int, out: Path, shard_size: int, seed: int) -> None:
+    """Write ``num`` synthetic cells as a sharded dataset at ``out`` (see the module docstring)."""
+    import torch
+    from ase.build import bulk
+    from tqdm import tqdm
+
+    from graph_builders.atomic import AtomicGraphBuilder
+    from graph_builders.schema import HeadRegistry, HeadSpec
+    from graph_builders.store import ShardWriter, write_index
+
+    torch.set_num_threads(1)
+    heads = HeadRegistry.of([HeadSpec("energy", "graph", 1, "eV"), HeadSpec("forces", "node", 3, "eV/Å")])
+    rng = np.random.default_rng(seed)
+    base = bulk("Cu", "fcc", a=3.7, cubic=True).repeat((1, 1, 2))
+    build = AtomicGraphBuilder(5.0)
+    writer = ShardWriter(out, heads, shard_size, metadata={"cutoff": 5.0, "source": "bench.data_scale"}, seed=seed)
+    for i in tqdm(range(num), desc=f"cells -> {out.name}", unit="cell"):
+        atoms = base.copy()
+        atoms.numbers = rng.choice(ELEMENTS, size=len(atoms))
+        atoms.positions += rng.normal(scale=0.05, size=atoms.positions.shape)
+        graph = build(atoms, name=f"cell{i}")
+        energy, forces = morse_labels(graph)
+        graph.y_energy = torch.tensor(energy, dtype=torch.float64)
+        graph.y_forces = torch.tensor(forces, dtype=torch.float32)
+        u = rng.random()
+        writer.add(graph, "trainset" if u < 0.8 else ("valset" if u < 0.9 else "testset"))
+    write_index(out, heads, "hydragnn", {"cutoff": 5.0, "source": "bench.data_scale"}, writer.finish())
+
+
+TRIAL_CONFIG = {"NeuralNetwork": {
+    "Architecture": {"mpnn_type": "GIN", "hidden_dim": 32, "num_conv_layers": 2,
+                     "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 16,
+                                                "num_headlayers": 1, "dim_headlayers": [16]}}},
+    "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"], "output_index": [0],
+                              "output_dim": [1], "type": ["graph"]},
+    "Training": {"num_epoch": 1, "batch_size": 32, "Optimizer": {"learning_rate": 0.001}}}}
+
+
+def startup(datasets: list[Path], budget_s: float, work: Path) -> None:
+    """Launch-to-first-batch seconds and peak RSS of one trial per dataset and preload mode."""
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"{'dataset':<22}{'graphs':>10}{'preload':>9}{'launch -> 1st batch s':>24}{'trial start-up s':>18}"
+          f"{'peak RSS MB':>13}")
+    for data in datasets:
+        graphs = _graphs(data)
+        for preload in (False, "auto"):
+            cfg = json.loads(json.dumps(TRIAL_CONFIG))
+            cfg["NeuralNetwork"]["Training"]["preload"] = preload
+            cfg_path = work / f"cfg_{preload}.json"
+            cfg_path.write_text(json.dumps(cfg))
+            run = work / f"{data.name}_{preload}"
+            subprocess.run(["rm", "-rf", str(run)], check=True)
+            t0 = time.time()
+            subprocess.run([sys.executable, "-m", "hydragnn_ensemble", "train", str(cfg_path), "--dataset", str(data),
+                            "-o", str(run), "--device", "cpu", "--no-progress", "--time-budget", str(budget_s)],
+                           check=True, capture_output=True)
+            log = (run / "train.log").read_text()
+            first = _first_batch(log)
+            launch = _log_time(log, "first training batch") - t0
+            rss = json.loads((run / "result.json").read_text())["peak_memory_mb"]
+            print(f"{data.name:<22}{graphs:>10}{str(preload):>9}{launch:>24.2f}{first:>18.2f}{rss:>13.0f}")
+
+
+def _graphs(data: Path) -> int:
+    from graph_builders.store import open_dataset
+
+    with open_dataset(data) as store:
+        return sum(store.num_graphs(s) for s in store.split_names)
+
+
+def _first_batch(log: str) -> float:
+    match = re.search(r"first training batch after ([0-9.]+) s", log)
+    if match is None:
+        raise RuntimeError("the trainer's log has no first batch")
+    return float(match.group(1))
+
+
+def _log_time(log: str, marker: str) -> float:
+    """The wall time of the log line holding ``marker`` (the log stamps seconds)."""
+    line = next(line for line in log.splitlines() if marker in line)
+    return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+
+
+def loader(data: Path, batches: int, rounds: int) -> None:
+    """Streamed loader vs raw bulk read vs graph-by-graph reads, graphs/s (medians of ``rounds``)."""
+    import torch
+
+    from graph_builders.store import open_dataset
+    from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches
+    from hydragnn_ensemble.train.data import FieldSelection, StoreSource, prepare_data
+
+    torch.set_num_threads(1)
+    source = StoreSource(data)
+    heads = source.heads
+    fields = FieldSelection(tuple(h.key for h in heads), (0,), False, False)
+    prepared = prepare_data(source, heads, fields, where=str(data), preload=False)
+    split = prepared.splits["trainset"]
+    streamed, raw, single = [], [], []
+    for r in range(rounds):
+        it = EpochBatches(split, 32, seed=r, chunk=32 // RUNS_PER_BATCH)
+        t0, n = time.perf_counter(), 0
+        for k, batch in enumerate(it):
+            n += batch.num_graphs
+            if k + 1 == batches:
+                break
+        streamed.append(n / (time.perf_counter() - t0))
+        raw.append(_raw_rate(data))
+        with open_dataset(data) as store:
+            idx = np.random.default_rng(r).integers(0, store.num_graphs("trainset"), 400)
+            t0 = time.perf_counter()
+            for i in idx.tolist():
+                store.get("trainset", i)
+            single.append(len(idx) / (time.perf_counter() - t0))
+    s, w, g = (float(np.median(x)) for x in (streamed, raw, single))
+    print(f"{data.name}: streamed loader {s:,.0f} graphs/s; raw bulk ADIOS2 read {w:,.0f} graphs/s "
+          f"(ratio {s / w:.2f}); graph by graph {g:,.0f} graphs/s (loader / that {s / g:.1f}x)")
+
+
+def _raw_rate(data: Path) -> float:
+    """Graphs/s of reading every stored variable of the training split whole with ADIOS2 (the
+    first shard of a sharded dataset)."""
+    import adios2
+
+    from graph_builders.store import is_sharded
+
+    path = sorted(data.glob("*.bp"))[0] if is_sharded(data) else data
+    with adios2.FileReader(str(path)) as f:
+        names = [n for n in f.available_variables() if n.startswith("trainset/") and "/variable_" not in n]
+        n = int(f.read_attribute("trainset/ndata"))
+        t0 = time.perf_counter()
+        for name in names:
+            f.read(name)
+        return n / (time.perf_counter() - t0)
+
+
+def balance(data: Path, steps: int) -> None:
+    """Per-step time imbalance (max/mean over two processes) of work- and count-balanced shares."""
+    import torch
+
+    from hydragnn_ensemble.config import config_from_dict
+    from hydragnn_ensemble.train.trainer import prepare_trial
+    from hydragnn_ensemble.train.data import open_source
+    from hydragnn_ensemble.train.batches import EpochBatches
+    from hydragnn_ensemble.model import build_model
+
+    torch.set_num_threads(1)
+    cfg = json.loads(json.dumps(TRIAL_CONFIG))
+    source = open_source(data)
+    heads = source.heads
+    voi = cfg["NeuralNetwork"]["Variables_of_interest"]
+    first = heads.names[0]
+    voi.update(output_names=[first], output_index=[0], output_dim=[heads[first].dim], type=[heads[first].level])
+    cfg["NeuralNetwork"]["Architecture"].update(mpnn_type="SchNet", hidden_dim=64, num_conv_layers=3)
+    inputs = prepare_trial(config_from_dict(cfg), source, str(data))
+    model = build_model(inputs.spec)
+    split = inputs.data.splits["trainset"]
+    print(f"{data}: SchNet hidden 64, 3 layers, batch 32, two processes' shares of the same global batches")
+    for mode in ("count", "cost"):
+        shares = [EpochBatches(split, 32, rank=r, world_size=2, seed=1, balance=mode) for r in range(2)]
+        ratios = []
+        for step, parts in enumerate(zip(*shares)):
+            times = []
+            for part in parts:
+                t0 = time.perf_counter()
+                out = model(part)
+                sum(v.float().pow(2).mean() for v in out.values()).backward()
+                times.append(time.perf_counter() - t0)
+            ratios.append(max(times) / (sum(times) / len(times)))
+            if step + 1 == steps:
+                break
+        print(f"  {mode:>5}-balanced: per-step max/mean time over 2 processes: median {np.median(ratios):.3f}, "
+              f"p90 {np.quantile(ratios, 0.9):.3f} over {len(ratios)} steps")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.data_scale", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("make")
+    p.add_argument("--num", type=int, required=True)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("--shard-size", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("startup")
+    p.add_argument("datasets", nargs="+", type=Path)
+    p.add_argument("--budget", type=float, default=15.0)
+    p.add_argument("--work", type=Path, default=Path("bench/out/data_scale"))
+    p = sub.add_parser("loader")
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--batches", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=3)
+    p = sub.add_parser("balance")
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--steps", type=int, default=40)
+    args = parser.parse_args(argv)
+    if args.command == "make":
+        make(args.num, args.output, args.shard_size, args.seed)
+    elif args.command == "startup":
+        startup(args.datasets, args.budget, args.work)
+    elif args.command == "loader":
+        loader(args.dataset, args.batches, args.rounds)
+    else:
+        balance(args.dataset, args.steps)
+
+
+if __name__ == "__main__":
+    main()
