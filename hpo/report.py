@@ -15,18 +15,20 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
-from hpo.failures import failure_counts
+from hpo.failures import failure_counts, failure_text, failures_heading, status_words
 from hpo.pareto import format_pareto, pareto_front, plot_pareto
 from hpo.results_table import head_error, result_heads
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
+from hpo.time_budget import budget_moment, overrun_note
 
 __all__ = [
     "ReportFigures",
@@ -173,8 +175,8 @@ def prediction_error(state: CampaignState) -> CostPredictionError:
 class ReportFigures:
     """The figures of the report."""
 
-    counts: dict[Status, int]
-    num_trials: int
+    counts: dict[Status, int]  # trials per status (non-zero), those suggested and never started left out
+    num_trials: int  # trials that started (a suggestion never started is no trial)
     best: TrialRecord | None
     top: list[TrialRecord]
     param_keys: list[str]
@@ -188,6 +190,9 @@ class ReportFigures:
     stopped: list[tuple[int, int]] = field(default_factory=list)  # (trial, epochs trained) ended early
     epochs_past_stop: list[float] = field(default_factory=list)  # per stopped attempt: trained past the decision
     failures: list[tuple[str, int]] = field(default_factory=list)  # trials without an objective: (reason, count)
+    suggested: int = 0  # suggested by the optimizer, never started (not counted as trials)
+    without_objective: dict[Status, int] = field(default_factory=dict)  # finished without one, per status
+    time_note: str | None = None  # why the campaign ran past max_time_s (None: it did not)
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -231,9 +236,12 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         key=lambda r: (r.objective, r.trial_id),
     )
     keys = state.param_keys
+    failed = state.without_objective
+    without: dict[Status, int] = dict(Counter(r.status for r in failed))
+    counts = {k: v for k, v in state.counts.items() if v and k != PendingStatus.SUGGESTED}
     return ReportFigures(
-        counts={k: v for k, v in state.counts.items() if v},
-        num_trials=len(state.trials),
+        counts=counts,
+        num_trials=sum(counts.values()),
         best=ranked[0] if ranked else None,
         top=ranked[:top],
         param_keys=keys,
@@ -248,9 +256,24 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
                  if r.status == TrialStatus.STOPPED],
         epochs_past_stop=[p for r in state.finished if r.last_attempt is not None
                           and (p := r.last_attempt.epochs_past_stop) is not None],
-        failures=failure_counts(r.last_attempt.reason or r.status for r in state.finished
-                                if r.objective is None and r.last_attempt is not None),
+        failures=failure_counts(failure_text(r.status, r.last_attempt.reason) for r in failed),
+        suggested=state.counts[PendingStatus.SUGGESTED],
+        without_objective=without,
+        time_note=_time_note(state, wall),
     )
+
+
+def _time_note(state: CampaignState, campaign_time_s: float) -> str | None:
+    """Why the campaign's time went past its ``max_time_s`` (:func:`hpo.time_budget.overrun_note`),
+    with the trials that were running when it was reached; None without such a budget or overrun."""
+    config = state.campaign.config if state.campaign is not None else None
+    if config is None or config.max_time_s is None:
+        return None
+    moment = budget_moment(state.segments, config.max_time_s)
+    running = None if moment is None else sum(
+        1 for r in state.trials.values() for a in r.attempts.values()
+        if a.start is not None and a.start <= moment and (a.end is None or a.end > moment))
+    return overrun_note(config.max_time_s, campaign_time_s, config.trial_time_limit_s, running)
 
 
 def _cell(value: Any) -> str:
@@ -314,8 +337,10 @@ def plot_cost(state: CampaignState, path: str | os.PathLike) -> bool:
 def format_summary(summary: ReportFigures) -> str:
     """The summary as plain text (what ``hydragnn-ensemble report`` prints)."""
     lines = []
-    counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items()) or "none"
-    lines.append(f"trials: {summary.num_trials} ({counts})")
+    line = f"trials: {summary.num_trials} ({status_words(summary.counts, summary.without_objective)})"
+    if summary.suggested:
+        line += f"; {summary.suggested} more suggested, never started"
+    lines.append(line)
     if summary.best is not None:
         lines.append(f"best so far: trial {summary.best.trial_id}, objective {summary.best.objective:.6g}")
     else:
@@ -327,6 +352,8 @@ def format_summary(summary: ReportFigures) -> str:
     )
     if summary.finished_reason:
         lines.append(f"campaign finished: {summary.finished_reason}")
+    if summary.time_note:
+        lines.append(summary.time_note)
     lines.append(_format_prediction_error(summary.cost_model_error))
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
@@ -336,8 +363,11 @@ def format_summary(summary: ReportFigures) -> str:
             lines.append(f"epochs trained past the stop decision: mean {sum(past) / len(past):.2f}, max "
                          f"{max(past):.2f} over {len(past)} stopped trials")
     if summary.failures:
-        lines.append(f"failures by reason ({sum(n for _, n in summary.failures)} trials):")
+        lines.append(f"failures by reason ({failures_heading(summary.without_objective)}):")
         lines.extend(f"  {n:>5} x {reason}" for reason, n in summary.failures)
+        rest = sum(summary.without_objective.values()) - sum(n for _, n in summary.failures)
+        if rest > 0:
+            lines.append(f"  {rest:>5} x (other reasons)")
     if summary.top:
         names = [summary.short_names.get(k, k) for k in summary.param_keys]
         heads = result_heads(summary.top)

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from hpo.failures import failure_group
+from hpo.failures import failure_group, failure_text, failures_heading
 from hpo.state import CampaignState
 
 _STYLE = """
@@ -95,12 +95,15 @@ def _trials_table(state: CampaignState, short: dict[str, str], limit: int = 200)
 
 
 def _failures(state: CampaignState) -> str:
-    reasons = [r.last_attempt.reason or str(r.status) for r in state.finished
-               if r.objective is None and r.last_attempt is not None]  # a timeout with its best epoch is no failure
-    if not reasons:
+    """The trials without an objective (a timeout with its best epoch is no failure; one in epoch 0
+    is), grouped by status and reason: the groups of a status add up to its count in the summary."""
+    failed = state.without_objective
+    if not failed:
         return "<p>No trial failed.</p>"
-    groups = Counter(failure_group(reason) for reason in reasons)
-    return _table(["trials", "reason"], [[n, g] for g, n in groups.most_common()], text_columns=[1])
+    groups = Counter(failure_group(failure_text(r.status, r.last_attempt.reason)) for r in failed)
+    heading = failures_heading(Counter(r.status for r in failed))
+    return (f'<p class="failures">{html.escape(heading)} (each told to the optimizer as a failure).</p>'
+            + _table(["trials", "reason"], [[n, g] for g, n in groups.most_common()], text_columns=[1]))
 
 
 def _importance_table(found: list[Any], short: dict[str, str]) -> str:
