@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 
-
 # -- loading ------------------------------------------------------------------------------------
 def _load_record(campaign_dir: str | os.PathLike) -> Any:
     """The campaign directory as read, with a state (from ``journal.jsonl``, else ``results.csv``)."""

@@ -176,8 +176,9 @@ def read_ensemble_members(ensemble_dir: Path) -> list[dict[str, Any]]:
 
 def _number(value: Any, digits: int = DIGITS) -> Any:
     """A manifest's number to ``digits`` significant digits (anything else as it is)."""
-    return significant(float(value), digits) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return significant(float(value), digits)
 
 
 def _ensemble_section(ensemble_dir: Path) -> str:
