@@ -336,9 +336,11 @@ class InputDomain:
         if zz is not None and self.elements:
             new = ~np.isin(zz, self.elements)
             unknown |= new
+            unseen_atoms = np.bincount(graph_of, new, minlength=len(graphs))
             for g in np.unique(graph_of[new]):
                 names = ", ".join(_symbol(e, chemical_symbols) for e in sorted(set(zz[graph_of == g][new[graph_of == g]].tolist())))
                 reasons[g].append(f"element(s) {names} not in the training data")
+                details[g].append(f"{int(unseen_atoms[g])} of element(s) {names} the training never saw")
         if x is not None and self.x_min and x.dim() == 2 and x.shape[1] == len(self.x_min):
             xx = x.double().numpy()
             span = np.maximum(np.asarray(self.x_max) - np.asarray(self.x_min), 1e-12)
@@ -370,8 +372,7 @@ class InputDomain:
         fraction = check.outside_fraction(node_ptr)
         counts = np.bincount(graph_of, check.node_outside, minlength=len(graphs))
         for g in np.flatnonzero(fraction >= OUTSIDE_FRACTION):
-            reasons[g].append(f"{int(counts[g])} of {sizes[g]} atom(s) outside the training envelope: "
-                              + "; ".join(details[g]))
+            reasons[g].append(_envelope_reason(int(counts[g]), int(sizes[g]), details[g]))
         return check
 
     def _describe_strain(self, details: list[list[str]], strain: np.ndarray, excess: np.ndarray,
@@ -415,6 +416,14 @@ class InputDomain:
         low, high, sd = (np.asarray(v)[None, :] for v in (self.strain_low, self.strain_high, self.strain_sd))
         beyond = np.maximum(strain - high, 0.0) + np.maximum(low - strain, 0.0)
         return strain, np.nan_to_num(beyond / sd, nan=0.0)
+
+
+def _envelope_reason(outside: int, size: int, details: list[str]) -> str:
+    """``"N of M atom(s) outside the training envelope: what they failed"``; every outside atom
+    failed a check that adds a detail, and without one (a check added without its words) the reason
+    ends at the count rather than at an empty list."""
+    reason = f"{outside} of {size} atom(s) outside the training envelope"
+    return f"{reason}: {'; '.join(details)}" if details else reason
 
 
 def _symbol(z: int, symbols: Sequence[str]) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from hpo.space import SearchSpace
 from hpo.state import CampaignState
+from hpo.status import TrialStatus
 
 #: At least this many completed trials (with the target) for an importance estimate: PED-ANOVA
 #: compares the top 10% with all trials, and each half-sample needs a top of more than one trial.
@@ -222,3 +223,20 @@ def format_importances(found: list[TargetImportance], short: Callable[[str], str
             lines.append(f"  {short(p.key):28s} {p.importance:6.3f}  [{p.low:5.3f}, {p.high:5.3f}]  "
                          f"{100 * p.rank_stability:4.0f}%")
     return "\n".join(lines)
+
+
+def shortfall_note(state: CampaignState) -> str:
+    """Why a campaign has no importance estimate, with the numbers: the completed trials it needs
+    (:data:`MIN_TRIALS`; completed, or timed out with an objective, as PED-ANOVA counts them) and the
+    completed trials it has; with trials stopped early, the trials that reported epochs too (the
+    estimate at a common epoch needs :data:`MIN_TRIALS` of them to reach it)."""
+    complete = (TrialStatus.COMPLETED, TrialStatus.TIMEOUT)
+    completed = sum(1 for r in state.finished if r.status in complete and r.objective is not None)
+    text = (f"Too few completed trials for an importance estimate: it needs at least {MIN_TRIALS} completed "
+            f"trials (completed, or timed out with an objective) and this campaign has {completed}.")
+    if any(r.status == TrialStatus.STOPPED for r in state.finished):
+        curves = sum(1 for r in state.finished if r.status in (*complete, TrialStatus.STOPPED)
+                     and r.last_attempt is not None and r.last_attempt.curve)
+        text += (f" Counting the trials stopped early, at an epoch at least {MIN_TRIALS} trials reached, needs "
+                 f"{MIN_TRIALS} trials that reported epochs: {curves} did.")
+    return text

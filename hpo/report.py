@@ -15,18 +15,22 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
-from hpo.failures import failure_counts
+from hpo.failures import failure_counts, failure_text, failures_heading, status_words
+from hpo.figure_style import STATUS_COLOURS, pyplot
+from hpo.gantt import plot_gantt
+from hpo.head_columns import HeadColumn, head_columns, read_dataset_shape
 from hpo.pareto import format_pareto, pareto_front, plot_pareto
-from hpo.results_table import head_error, result_heads
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
-from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
+from hpo.status import PendingStatus, Status, TrialStatus
+from hpo.time_budget import budget_moment, overrun_note
 
 __all__ = [
     "ReportFigures",
@@ -41,20 +45,6 @@ __all__ = [
     "summarize",
     "write_report",
 ]
-
-#: one colour per status, every final and pending one (the Gantt chart, the curves, the objective plot)
-STATUS_COLOURS: dict[Status, str] = {
-    TrialStatus.COMPLETED: "#2ca02c",
-    TrialStatus.DIVERGED: "#ff7f0e",
-    TrialStatus.TIMEOUT: "#9467bd",
-    TrialStatus.STOPPED: "#8c564b",
-    TrialStatus.FAILED: "#d62728",
-    PendingStatus.INTERRUPTED: "#7f7f7f",
-    PendingStatus.RUNNING: "#1f77b4",
-    PendingStatus.RETRYING: "#bcbd22",
-    PendingStatus.SUGGESTED: "#c7c7c7",
-}
-assert set(STATUS_COLOURS) == set(ALL_STATUSES)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -173,8 +163,8 @@ def prediction_error(state: CampaignState) -> CostPredictionError:
 class ReportFigures:
     """The figures of the report."""
 
-    counts: dict[Status, int]
-    num_trials: int
+    counts: dict[Status, int]  # trials per status (non-zero), those suggested and never started left out
+    num_trials: int  # trials that started (a suggestion never started is no trial)
     best: TrialRecord | None
     top: list[TrialRecord]
     param_keys: list[str]
@@ -188,6 +178,10 @@ class ReportFigures:
     stopped: list[tuple[int, int]] = field(default_factory=list)  # (trial, epochs trained) ended early
     epochs_past_stop: list[float] = field(default_factory=list)  # per stopped attempt: trained past the decision
     failures: list[tuple[str, int]] = field(default_factory=list)  # trials without an objective: (reason, count)
+    suggested: int = 0  # suggested by the optimizer, never started (not counted as trials)
+    without_objective: dict[Status, int] = field(default_factory=dict)  # finished without one, per status
+    time_note: str | None = None  # why the campaign ran past max_time_s (None: it did not)
+    head_columns: list[HeadColumn] | None = None  # the top table's MAE columns (None: from the results alone)
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -231,9 +225,12 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         key=lambda r: (r.objective, r.trial_id),
     )
     keys = state.param_keys
+    failed = state.without_objective
+    without: dict[Status, int] = dict(Counter(r.status for r in failed))
+    counts = {k: v for k, v in state.counts.items() if v and k != PendingStatus.SUGGESTED}
     return ReportFigures(
-        counts={k: v for k, v in state.counts.items() if v},
-        num_trials=len(state.trials),
+        counts=counts,
+        num_trials=sum(counts.values()),
         best=ranked[0] if ranked else None,
         top=ranked[:top],
         param_keys=keys,
@@ -248,9 +245,24 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
                  if r.status == TrialStatus.STOPPED],
         epochs_past_stop=[p for r in state.finished if r.last_attempt is not None
                           and (p := r.last_attempt.epochs_past_stop) is not None],
-        failures=failure_counts(r.last_attempt.reason or r.status for r in state.finished
-                                if r.objective is None and r.last_attempt is not None),
+        failures=failure_counts(failure_text(r.status, r.last_attempt.reason) for r in failed),
+        suggested=state.counts[PendingStatus.SUGGESTED],
+        without_objective=without,
+        time_note=_time_note(state, wall),
     )
+
+
+def _time_note(state: CampaignState, campaign_time_s: float) -> str | None:
+    """Why the campaign's time went past its ``max_time_s`` (:func:`hpo.time_budget.overrun_note`),
+    with the trials that were running when it was reached; None without such a budget or overrun."""
+    config = state.campaign.config if state.campaign is not None else None
+    if config is None or config.max_time_s is None:
+        return None
+    moment = budget_moment(state.segments, config.max_time_s)
+    running = None if moment is None else sum(
+        1 for r in state.trials.values() for a in r.attempts.values()
+        if a.start is not None and a.start <= moment and (a.end is None or a.end > moment))
+    return overrun_note(config.max_time_s, campaign_time_s, config.trial_time_limit_s, running)
 
 
 def _cell(value: Any) -> str:
@@ -314,8 +326,10 @@ def plot_cost(state: CampaignState, path: str | os.PathLike) -> bool:
 def format_summary(summary: ReportFigures) -> str:
     """The summary as plain text (what ``hydragnn-ensemble report`` prints)."""
     lines = []
-    counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items()) or "none"
-    lines.append(f"trials: {summary.num_trials} ({counts})")
+    line = f"trials: {summary.num_trials} ({status_words(summary.counts, summary.without_objective)})"
+    if summary.suggested:
+        line += f"; {summary.suggested} more suggested, never started"
+    lines.append(line)
     if summary.best is not None:
         lines.append(f"best so far: trial {summary.best.trial_id}, objective {summary.best.objective:.6g}")
     else:
@@ -327,6 +341,8 @@ def format_summary(summary: ReportFigures) -> str:
     )
     if summary.finished_reason:
         lines.append(f"campaign finished: {summary.finished_reason}")
+    if summary.time_note:
+        lines.append(summary.time_note)
     lines.append(_format_prediction_error(summary.cost_model_error))
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
@@ -336,12 +352,15 @@ def format_summary(summary: ReportFigures) -> str:
             lines.append(f"epochs trained past the stop decision: mean {sum(past) / len(past):.2f}, max "
                          f"{max(past):.2f} over {len(past)} stopped trials")
     if summary.failures:
-        lines.append(f"failures by reason ({sum(n for _, n in summary.failures)} trials):")
+        lines.append(f"failures by reason ({failures_heading(summary.without_objective)}):")
         lines.extend(f"  {n:>5} x {reason}" for reason, n in summary.failures)
+        rest = sum(summary.without_objective.values()) - sum(n for _, n in summary.failures)
+        if rest > 0:
+            lines.append(f"  {rest:>5} x (other reasons)")
     if summary.top:
         names = [summary.short_names.get(k, k) for k in summary.param_keys]
-        heads = result_heads(summary.top)
-        header = ["rank", "trial", "objective", *names, *[f"{h} MAE" for h in heads], "slots", "wall_s"]
+        columns = summary.head_columns if summary.head_columns is not None else head_columns(summary.top, None)
+        header = ["rank", "trial", "objective", *names, *[f"{c.head} MAE" for c in columns], "slots", "wall_s"]
         rows = []
         for rank, record in enumerate(summary.top, start=1):
             result = record.result
@@ -349,8 +368,7 @@ def format_summary(summary: ReportFigures) -> str:
             rows.append(
                 [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
                 + [_cell(record.params.get(k, "")) for k in summary.param_keys]
-                + [_cell(head_error(record, h, "val_mae")) if head_error(record, h, "val_mae") is not None else "-"
-                   for h in heads]
+                + [_cell(value) if (value := c.value(record)) is not None else "-" for c in columns]
                 + [str(_attempt_slots(last)) if last else "", _cell(result.wall_time_s if result is not None else "")]
             )
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -358,32 +376,15 @@ def format_summary(summary: ReportFigures) -> str:
         lines.append(f"top {len(rows)} trials:")
         lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         lines.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
-        units = _head_units(summary.top, heads)
+        units = {c.head: c.unit for c in columns if c.unit}
         if units:
             lines.append("MAE: validation split, in each head's unit (" + ", ".join(
                 f"{h} {u}" for h, u in units.items()) + ")")
     return "\n".join(lines)
 
 
-def _head_units(records: list[TrialRecord], heads: list[str]) -> dict[str, str]:
-    """The unit each head's metrics are in, as the trials' results say (heads without one left out)."""
-    units: dict[str, str] = {}
-    for record in records:
-        for head in heads:
-            metrics = record.result.heads.get(head) if record.result is not None else None
-            if metrics is not None and metrics.unit and head not in units:
-                units[head] = metrics.unit
-    return units
-
-
 # -- plots --------------------------------------------------------------------------------------
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+_pyplot = pyplot
 
 
 def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
@@ -488,56 +489,6 @@ def plot_parallel(state: CampaignState, path: str | os.PathLike, short: dict[str
     return True
 
 
-def plot_gantt(state: CampaignState, path: str | os.PathLike) -> None:
-    """Slots (y) over time since the campaign started (x); one bar per trial attempt and slot."""
-    plt = _pyplot()
-    from matplotlib.patches import Patch
-
-    t0 = state.start_time or 0.0
-    bars: dict[str, list[tuple[int, float, float]]] = {}
-    labels: list[tuple[float, int, str]] = []
-    max_slot = -1
-    for record in state.trials.values():
-        for attempt in record.attempts.values():
-            end = _attempt_end(attempt, state)
-            if attempt.start is None or end is None:
-                continue
-            start, width = attempt.start - t0, max(end - attempt.start, 0.0)
-            for slot in attempt.slots:
-                bars.setdefault(attempt.status, []).append((slot, start, width))
-                max_slot = max(max_slot, slot)
-            if attempt.slots:
-                labels.append((start + width / 2, min(attempt.slots), str(record.trial_id)))
-    num_slots = max(max_slot + 1, 1)
-    fig, ax = plt.subplots(figsize=(10, min(2.0 + 0.3 * num_slots, 12)), dpi=100)
-    from matplotlib.collections import PolyCollection
-
-    for status, items in bars.items():  # one collection per status: 10,000 bars draw in well under a second
-        boxes = [[(start, slot - 0.4), (start + width, slot - 0.4), (start + width, slot + 0.4), (start, slot + 0.4)]
-                 for slot, start, width in items]
-        ax.add_collection(PolyCollection(boxes, facecolors=STATUS_COLOURS[status],
-                                         edgecolors="white", linewidths=0.5 if len(items) < 2000 else 0.0))
-    span = (state.last_time or t0) - t0
-    if len(labels) <= 150 and num_slots <= 64:
-        for x, slot, text in labels:
-            ax.text(x, slot, text, ha="center", va="center", fontsize=6, color="white", clip_on=True)
-    for start, _, _ in state.segments[1:]:
-        ax.axvline(start - t0, color="black", linestyle="--", linewidth=1)
-    ax.set_xlim(0, max(span, 1e-9))
-    ax.set_ylim(-0.6, num_slots - 0.4)
-    ax.set_xlabel("seconds since the campaign started (dashed: resume)")
-    ax.set_ylabel("slot")
-    if num_slots <= 32:
-        ax.set_yticks(range(num_slots))
-    ax.invert_yaxis()
-    ax.set_title(f"slot usage: {len(labels)} trial attempts on {num_slots} slots")
-    ax.legend(handles=[Patch(color=STATUS_COLOURS[s], label=str(s)) for s in sorted(bars)],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 #: learning-curve values beyond this magnitude are not drawn (a diverging trial may report 1e308)
 CURVE_LIMIT = 1e100
 
@@ -627,6 +578,8 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     out = CampaignDir.at(campaign_dir).report
     out.mkdir(exist_ok=True)
     summary = summarize(state, top)
+    shape = read_dataset_shape(record.dataset)
+    summary.head_columns = head_columns(summary.top, shape)
     files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png",
                         finished_reason=state.finished_reason)
     errors = files.figure_errors
@@ -657,8 +610,12 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     figures = {"objective": files.objective_png, "gantt": files.gantt_png, "curves": files.curves_png,
                "cost": files.cost_png, "importance": files.importance_png, "parallel": files.parallel_png,
                "pareto": files.pareto_png}
+    no_space = "" if record.frozen.search_space is not None else (
+        "No importance estimate: the campaign's search space is not recorded in this directory (no "
+        "campaign.yaml, and no journal that holds it).")
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
-                            title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors)
+                            title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors,
+                            dataset_shape=shape, importance_note=no_space)
     return files
 
 

@@ -7,6 +7,12 @@ search trajectory, parallel coordinates and slot usage (Gantt), the learning cur
 hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
 directory is given, its members, parity plot with error bars and calibration curve.
 
+Every number in a table is rounded to significant digits (:mod:`hpo.number_format`); the trials
+table has each head's validation MAE, per atom for a total energy where the dataset allows
+(:mod:`hpo.head_columns`). Nothing is wider than the page: the summary wraps inside its box and a
+wide table scrolls inside its own. The Gantt chart's legend is repeated under it as text, entry for
+entry (:func:`hpo.gantt.gantt_legend`: only what the chart draws).
+
 The page's script counts the figures that decoded (``naturalWidth > 0``) into
 ``<body data-figures-loaded="N" data-figures="M">``, which the browser test reads.
 """
@@ -21,8 +27,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from hpo.failures import failure_group
-from hpo.state import CampaignState
+from hpo.failures import failure_group, failure_text, failures_heading
+from hpo.gantt import LegendEntry, gantt_legend
+from hpo.head_columns import DatasetShape, HeadColumn, columns_note, head_columns
+from hpo.importance import shortfall_note
+from hpo.number_format import DIGITS, cell_text, significant
+from hpo.state import CampaignState, TrialRecord
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -30,8 +40,16 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom
 table { border-collapse: collapse; font-size: 0.85em; } td, th { padding: 2px 8px; text-align: right; }
 th { background: #eee; cursor: pointer; user-select: none; } tr:nth-child(even) td { background: #f7f7f7; }
 td.text, th.text { text-align: left; } pre { background: #f4f4f4; padding: 0.8em; overflow-x: auto; }
-figure { margin: 0.6em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+pre.summary { white-space: pre-wrap; overflow-wrap: anywhere; }
+div.scroll { max-width: 100%; overflow-x: auto; } p.note { font-size: 0.85em; color: #555; }
+figure { margin: 0.6em 0; } figure img { max-width: 100%; box-sizing: border-box; border: 1px solid #ddd; }
 figcaption { font-size: 0.85em; color: #555; } p.error { color: #b00020; }
+ul.legend { list-style: none; padding: 0; margin: 0.2em 0; font-size: 0.85em; }
+ul.legend li { display: inline-block; margin-right: 1.2em; }
+ul.legend span.swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.3em;
+                        vertical-align: middle; border: 1px solid #999; }
+ul.legend span.dashed { display: inline-block; width: 1.4em; margin-right: 0.3em; vertical-align: middle;
+                        border-top: 2px dashed #000; }
 """
 
 _SCRIPT = """
@@ -65,42 +83,69 @@ def _figure_html(path: Path | None, caption: str, error: str | None = None) -> s
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = ()) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = (),
+           css_class: str = "") -> str:
+    """A sortable table (floats to significant digits), inside a box that scrolls when it is wider
+    than the page."""
     def cell(tag: str, i: int, value: Any) -> str:
         cls = ' class="text"' if i in text_columns else ""
-        return f"<{tag}{cls}>{html.escape('' if value is None else str(value))}</{tag}>"
+        return f"<{tag}{cls}>{html.escape(cell_text(value))}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(header))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table_class = f' class="{css_class}"' if css_class else ""
+    return f'<div class="scroll"><table{table_class}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _trials_table(state: CampaignState, short: dict[str, str], limit: int = 200) -> str:
+def ranked_trials(state: CampaignState, limit: int = 200) -> list[TrialRecord]:
     """The finished trials with an objective, best first (at most ``limit``; a 10,000-trial page
     stays light)."""
-    ranked = sorted((r for r in state.trials.values() if r.objective is not None),
-                    key=lambda r: (r.objective, r.trial_id))[:limit]
+    return sorted((r for r in state.trials.values() if r.objective is not None),
+                  key=lambda r: (r.objective, r.trial_id))[:limit]
+
+
+def _trials_table(state: CampaignState, short: dict[str, str], columns: Sequence[HeadColumn]) -> str:
+    """The ranked trials: objective (6 significant digits), status, every searched parameter (4),
+    each head's validation MAE (4, in the column's unit), slots, epochs and wall time."""
+    ranked = ranked_trials(state)
     keys = state.param_keys
     rows = []
     for rank, r in enumerate(ranked, start=1):
         result = r.result
         last = r.last_attempt
-        rows.append([rank, r.trial_id, f"{r.objective:.6g}", str(r.status),
-                     *[r.params.get(k, "") for k in keys],
+        rows.append([rank, r.trial_id, significant(r.objective, 6), str(r.status),
+                     *[r.params.get(k, "") for k in keys], *[c.value(r) for c in columns],
                      len(last.slots) if last else "", result.epochs if result is not None else "",
                      f"{result.wall_time_s:.1f}" if result is not None else ""])
-    header = ["rank", "trial", "objective", "status", *[short.get(k, k) for k in keys], "slots", "epochs", "wall_s"]
+    header = ["rank", "trial", "objective", "status", *[short.get(k, k) for k in keys], *[c.header for c in columns],
+              "slots", "epochs", "wall_s"]
     return _table(header, rows, text_columns=[3] + [4 + i for i, k in enumerate(keys)
-                                                   if any(isinstance(r.params.get(k), str) for r in ranked)])
+                                                   if any(isinstance(r.params.get(k), str) for r in ranked)],
+                  css_class="trials")
+
+
+def _legend(entries: Sequence[LegendEntry]) -> str:
+    """The Gantt chart's legend as text: a swatch per status drawn, the dashed line when drawn."""
+    if not entries:
+        return ""
+    items = []
+    for entry in entries:
+        mark = (f'<span class="swatch" style="background:{entry.colour}"></span>' if entry.colour is not None
+                else '<span class="dashed"></span>')
+        items.append(f"<li>{mark}{html.escape(entry.label)}</li>")
+    return f'<ul class="legend gantt-legend">{"".join(items)}</ul>'
 
 
 def _failures(state: CampaignState) -> str:
-    reasons = [r.last_attempt.reason or str(r.status) for r in state.finished
-               if r.objective is None and r.last_attempt is not None]  # a timeout with its best epoch is no failure
-    if not reasons:
+    """The trials without an objective (a timeout with its best epoch is no failure; one in epoch 0
+    is), grouped by status and reason: the groups of a status add up to its count in the summary."""
+    failed = state.without_objective
+    if not failed:
         return "<p>No trial failed.</p>"
-    groups = Counter(failure_group(reason) for reason in reasons)
-    return _table(["trials", "reason"], [[n, g] for g, n in groups.most_common()], text_columns=[1])
+    groups = Counter(failure_group(failure_text(r.status, r.last_attempt.reason)) for r in failed)
+    heading = failures_heading(Counter(r.status for r in failed))
+    return (f'<p class="failures">{html.escape(heading)} (each told to the optimizer as a failure).</p>'
+            + _table(["trials", "reason"], [[n, g] for g, n in groups.most_common()], text_columns=[1]))
 
 
 def _importance_table(found: list[Any], short: dict[str, str]) -> str:
@@ -129,12 +174,19 @@ def read_ensemble_members(ensemble_dir: Path) -> list[dict[str, Any]]:
     return members
 
 
+def _number(value: Any, digits: int = DIGITS) -> Any:
+    """A manifest's number to ``digits`` significant digits (anything else as it is)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return significant(float(value), digits)
+
+
 def _ensemble_section(ensemble_dir: Path) -> str:
     try:
         members = read_ensemble_members(ensemble_dir)
     except ValueError as exc:
         return f'<p class="error">{html.escape(str(exc))}</p>'
-    rows = [[m.get("trial_id"), m.get("weight"), m.get("objective")] for m in members]
+    rows = [[m.get("trial_id"), _number(m.get("weight")), _number(m.get("objective"), 6)] for m in members]
     parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
              _table(["trial", "weight", "objective"], rows)]
     for png in sorted((ensemble_dir / "calibration").glob("*.png")):
@@ -145,23 +197,32 @@ def _ensemble_section(ensemble_dir: Path) -> str:
 
 def write_html(path: Path, state: CampaignState, summary_text: str, figures: dict[str, Path | None],
                importances: list[Any], short: dict[str, str], ensemble_dir: str | os.PathLike | None = None,
-               title: str = "campaign report", figure_errors: dict[str, str] | None = None) -> Path:
+               title: str = "campaign report", figure_errors: dict[str, str] | None = None,
+               dataset_shape: DatasetShape | None = None, importance_note: str = "") -> Path:
     """Write the page to ``path`` (atomically) and return it. ``figures``: ``objective``, ``gantt``,
     ``curves``, ``importance`` PNG paths (None or missing: the section says so); ``figure_errors``:
-    why a figure was not drawn (shown in its place)."""
+    why a figure was not drawn (shown in its place); ``dataset_shape``: the campaign's dataset as
+    read (the energy MAE per atom where it allows); ``importance_note``: why there are no
+    importances (the default: :func:`hpo.importance.shortfall_note`)."""
     errors = figure_errors or {}
+    columns = head_columns(ranked_trials(state), dataset_shape)
+    note = columns_note(columns, dataset_shape)
+    gantt = _figure_html(figures.get("gantt"), "slot usage over time (Gantt)", errors.get("gantt"))
+    if gantt and "gantt" not in errors:
+        gantt += _legend(gantt_legend(state))
 
     def _figure(name: str, caption: str) -> str:
         return _figure_html(figures.get(name), caption, errors.get(name))
 
     sections = [
         f"<h1>{html.escape(title)}</h1>",
-        "<h2>Summary</h2>", f"<pre>{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>",
-        "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short),
+        "<h2>Summary</h2>", f'<pre class="summary">{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>',
+        "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short, columns),
+        f'<p class="note mae-note">{html.escape(note)}</p>' if note else "",
         "<h2>Search trajectory and slot usage</h2>",
         _figure("objective", "objective per trial and best so far"),
         _figure("parallel", "parallel coordinates of the searched parameters and the objective"),
-        _figure("gantt", "slot usage over time (Gantt)"),
+        gantt,
         _figure("cost", "the cost model: predicted vs actual wall time per attempt and per epoch"),
         *(["<h2>Pareto front</h2>", _figure("pareto", "the first objective against each other one; "
                                               "the non-dominated trials in blue")]
@@ -173,7 +234,7 @@ def write_html(path: Path, state: CampaignState, summary_text: str, figures: dic
         (_figure("importance", "PED-ANOVA importance with its 10-90% range over half-samples")
          + _importance_table(importances, short)) if importances else
         _figure("importance", "hyperparameter importance") if "importance" in errors else
-        "<p>Too few completed trials for an importance estimate.</p>",
+        f'<p class="importance-note">{html.escape(importance_note or shortfall_note(state))}</p>',
         "<h2>Failures by reason</h2>", _failures(state),
     ]
     if ensemble_dir is not None:

@@ -331,6 +331,12 @@ class CampaignState:
         return self.num_finished - self.num_completed
 
     @property
+    def without_objective(self) -> list[TrialRecord]:
+        """Finished trials without an objective (failures, whatever their status: a ``failed`` one, a
+        ``timeout`` in epoch 0 ...), by trial id."""
+        return [r for r in self.finished if r.objective is None and r.last_attempt is not None]
+
+    @property
     def best_trial(self) -> TrialRecord | None:
         best = None
         for _, record in sorted(self.trials.items()):

@@ -5,18 +5,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hpo.failures import failure_group, most_common_failure
+from hpo.failures import failure_group, failure_text, most_common_failure
 from hydragnn_ensemble.result import TrialResult, TrialStatus
 
 
 @dataclass
 class Outcomes:
     """Counts, best objective and failure reasons of the finished trials (each trial once, however
-    many attempts it took). A trial *failed* when it finished without an objective."""
+    many attempts it took). A trial *failed* when it finished without an objective (a ``failed``
+    one, or e.g. a ``timeout`` in epoch 0): ``without_objective`` counts those per status, and each
+    failure reason names its status (:func:`hpo.failures.failure_text`), so the two agree."""
 
     finished: int = 0
     failed: int = 0
     statuses: Counter = field(default_factory=Counter)
+    without_objective: Counter = field(default_factory=Counter)  # per status: finished without an objective
     best_objective: float | None = None
     best_trial: int | None = None
     failure_reasons: list[tuple[str, str]] = field(default_factory=list)  # (reason, log tail)
@@ -28,9 +31,10 @@ class Outcomes:
         return cls(
             finished=state.num_finished, failed=state.num_failed,
             statuses=Counter({k: v for k, v in state.counts.items() if v and isinstance(k, TrialStatus)}),
+            without_objective=Counter(r.status for r in state.without_objective),
             best_objective=state.best_objective, best_trial=best.trial_id if best is not None else None,
-            failure_reasons=[(r.last_attempt.reason or str(r.status), r.last_attempt.log_tail or "")
-                             for r in state.finished if r.objective is None])
+            failure_reasons=[(failure_text(r.status, r.last_attempt.reason), r.last_attempt.log_tail or "")
+                             for r in state.without_objective])
 
     def record(self, trial_id: int, result: TrialResult, objective: float | None) -> None:
         """Count a trial's final attempt."""
@@ -38,7 +42,8 @@ class Outcomes:
         self.statuses[result.status] += 1
         if objective is None:
             self.failed += 1
-            self.failure_reasons.append((result.failure_reason or str(result.status), result.log_tail or ""))
+            self.without_objective[result.status] += 1
+            self.failure_reasons.append((failure_text(result.status, result.failure_reason), result.log_tail or ""))
         elif self.best_objective is None or objective < self.best_objective:
             self.best_objective, self.best_trial = objective, trial_id
 

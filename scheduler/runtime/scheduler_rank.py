@@ -58,6 +58,7 @@ from hpo.events import TrialProgress as EpochEvent
 from hpo.results_table import ResultsTableError
 from hpo.session import CampaignSession
 from hpo.stoppers import Stopper
+from hpo.time_budget import overrun_note
 from hydragnn_ensemble.config import ConfigError, epoch_budget
 from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
@@ -115,6 +116,16 @@ class CampaignSummary:
     slot_seconds: float = 0.0  # usable slots x elapsed
     journal_fsyncs: int = 0  # batches the journal writer fsync'ed during this run
     failure_reasons: list[tuple[str, int]] = field(default_factory=list)  # most common first, with counts
+    without_objective: dict[str, int] = field(default_factory=dict)  # per status: finished without an objective
+    campaign_time_s: float = 0.0  # campaign time of all runs so far (what max_time_s counts)
+    max_time_s: float | None = None
+    trial_time_limit_s: float | None = None
+    running_at_limit: int | None = None  # trials running when max_time_s stopped new starts (None: not reached)
+
+    @property
+    def time_note(self) -> str | None:
+        """Why the campaign ran past max_time_s (:func:`hpo.time_budget.overrun_note`), or None."""
+        return overrun_note(self.max_time_s, self.campaign_time_s, self.trial_time_limit_s, self.running_at_limit)
 
 
 def stopped_by_force(rt: RunningTrial, merged: TrialResult, run_dir: RunDir) -> TrialResult:
@@ -186,6 +197,7 @@ class SchedulerRank(LoopActions):
         self._last_csv = time.monotonic()
         self._dirty_csv = False
         self._results_blocked = False  # results.csv's place is taken by no file: noted once, not retried
+        self._running_at_limit: int | None = None  # trials running when max_time_s was reached
 
     @property
     def stop_reason(self) -> str | None:
@@ -475,6 +487,7 @@ class SchedulerRank(LoopActions):
         if (self.stop_reason is None and self.cfg.max_time_s is not None
                 and self.elapsed_total_s(now) >= self.cfg.max_time_s):
             self.loop.stop(f"max_time_s ({self.cfg.max_time_s:g} s) reached")
+            self._running_at_limit = len(self.loop.book.running)
         busy = self.loop.start_waiting(now) > 0 or busy  # the critical path first
         self._commit()
         try:
@@ -524,7 +537,10 @@ class SchedulerRank(LoopActions):
             failure_message=self.loop.failure_message, cannot_place=self.loop.cannot_place,
             rank0_busy_s=self._rank0_busy_s,
             trial_process_s=self._trial_process_s, slot_seconds=self.layout.usable_slots * (now - self.t_go),
-            failure_reasons=failure_counts(r for r, _ in out.failure_reasons))
+            failure_reasons=failure_counts(r for r, _ in out.failure_reasons),
+            without_objective={str(k): v for k, v in out.without_objective.items() if v},
+            campaign_time_s=self.elapsed_total_s(now), max_time_s=self.cfg.max_time_s,
+            trial_time_limit_s=float(self.cfg.trial_time_limit_s), running_at_limit=self._running_at_limit)
 
     def _write_results(self) -> None:
         """results.csv from the live state; when something other than a file took its place, one

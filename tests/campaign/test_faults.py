@@ -76,7 +76,11 @@ def test_every_fault_is_a_recorded_trial_and_the_campaign_finishes(tmp_path: Pat
                 assert e1 <= b2 or e2 <= b1
     statuses = {r["job_id"]: (r["job_status"], r["m:status"]) for r in results_rows(out)}
     assert statuses["0"] == ("FAILED", "failed") and statuses["2"] == ("DONE", "timeout")
-    assert "trials finished: 8 (3 completed, 1 diverged, 3 failed, 1 timeout)" in proc.stdout
+    # the diverged and the hung trial have no objective: failures, counted under their own status
+    assert ("trials finished: 8 (3 completed, 1 diverged (1 without an objective), 1 timeout (1 without an "
+            "objective), 3 failed)") in proc.stdout
+    assert "failures by reason (5 trials without an objective: diverged 1, timeout 1, failed 3;" in proc.stdout
+    assert "       1 x timeout: exceeded the trial time limit of 3 s; killed\n" in proc.stdout
 
 
 def test_oom_kill_is_retried_on_more_slots_with_a_rendezvous(tmp_path: Path) -> None:

@@ -132,6 +132,23 @@ def test_domain_check_counts_each_structure_s_training_and_unseen_elements():
     assert weight[:8].min() >= 1.0
 
 
+def test_an_envelope_reason_names_what_its_atoms_failed_never_an_empty_list():
+    """8 Pt atoms (an element the training never saw) in a 32-atom cell of the training lattice:
+    the atoms are outside for their element alone, and the envelope reason says so (it once read
+    ``8 of 32 atom(s) outside the training envelope: `` with nothing after the colon)."""
+    domain = InputDomain.fit(_fcc_training_graphs(), 5.0)
+    cell = bulk("Cu", "fcc", a=3.65, cubic=True).repeat(2)
+    cell.numbers[:8] = 78
+    vacancy = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(2)
+    del vacancy[5]
+    check = domain.check([atoms_to_graph(a, cutoff=5.0) for a in (cell, vacancy)])
+    assert check.reasons[0] == ["element(s) Pt not in the training data",
+                                "8 of 32 atom(s) outside the training envelope: 8 of element(s) Pt the training never saw"]
+    for reasons in check.reasons:
+        for reason in reasons:
+            assert not reason.rstrip().endswith(":") and ": ;" not in reason and not reason.endswith("; ")
+
+
 def _fcc_training_graphs(n: int = 30) -> list:
     structures, _ = generate_alloy_structures(n, elements=("Cu", "Ni", "Au"), components=(2, 3), sizes=(32,),
                                               seed=3)

@@ -31,7 +31,9 @@ def test_summary_figures():
     summary = summarize(state, top=5)
     assert [r.trial_id for r in summary.top] == [2, 0]
     assert summary.best.trial_id == 2
-    assert summary.counts == {"completed": 2, "diverged": 1, "failed": 1, "running": 1, "suggested": 1}
+    # trial 5 was only suggested: no trial (it is counted apart)
+    assert summary.counts == {"completed": 2, "diverged": 1, "failed": 1, "running": 1}
+    assert summary.num_trials == 5 and summary.suggested == 1
     # busy slot-seconds: t0 10 + t1 4 + t2 2x20 + t3 5 + t4 (running until the last event, 1038) 5 = 64
     assert summary.slot_hours == pytest.approx(64 / 3600)
     assert summary.num_slots == 2
@@ -42,7 +44,8 @@ def test_summary_figures():
 def test_table_has_best_trial_and_params():
     text = format_summary(summarize(CampaignState.replay(sample_events()), top=3))
     lines = text.splitlines()
-    assert lines[0] == "trials: 6 (completed 2, diverged 1, failed 1, running 1, suggested 1)"
+    assert lines[0] == ("trials: 5 (completed 2, diverged 1 (1 without an objective), failed 1, running 1); "
+                        "1 more suggested, never started")
     assert lines[1] == "best so far: trial 2, objective 0.25"
     assert "utilisation 84.2%" in lines[2]
     header = next(line for line in lines if line.strip().startswith("rank"))

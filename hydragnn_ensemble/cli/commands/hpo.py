@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.runtime import CampaignSummary
 
 NAME = "hpo"
 HELP = "run (or --resume) a hyperparameter-optimization campaign under mpirun/srun"
@@ -32,18 +36,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
-def _summary_lines(summary) -> list[str]:
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "none"
+def _summary_lines(summary: "CampaignSummary") -> list[str]:
+    """The campaign's closing lines: how it ended (and why it ran past max_time_s), the trials per
+    status with those that had no objective, the best, and the failures by reason (which add up to
+    the trials without an objective, status by status)."""
+    from hpo.failures import failures_heading, status_words
+
+    counts = status_words(summary.statuses, summary.without_objective, number_first=True)
     best = "-" if summary.best_objective is None else f"{summary.best_objective:.6g} (trial {summary.best_trial})"
-    lines = [
-        f"campaign finished: {summary.reason}",
+    lines = [f"campaign finished: {summary.reason}"]
+    if summary.time_note:
+        lines.append(f"  {summary.time_note}")
+    lines += [
         f"  trials finished: {summary.finished} ({counts})",
         f"  best objective: {best}",
         f"  this run: {summary.elapsed_s:.1f} s",
     ]
     if summary.failure_reasons:
-        lines.append("  failures by reason (the trials' logs: CAMPAIGN_DIR/trials/<id>/train.log):")
+        lines.append(f"  failures by reason ({failures_heading(summary.without_objective)}; the trials' logs: "
+                     "CAMPAIGN_DIR/trials/<id>/train.log):")
         lines.extend(f"    {n:>4} x {reason}" for reason, n in summary.failure_reasons)
+        rest = sum(summary.without_objective.values()) - sum(n for _, n in summary.failure_reasons)
+        if rest > 0:
+            lines.append(f"    {rest:>4} x (other reasons)")
     return lines
 
 
