@@ -6,6 +6,7 @@ data-parallel shares, at two dataset sizes (issue #50).
     python -m bench.data_scale startup bench/out/cells20k bench/out/cells200k
     python -m bench.data_scale loader bench/out/cells200k
     python -m bench.data_scale balance demo_out/alloy.bp
+    python -m bench.data_scale fit bench/out/cells20k demo_out/alloy.bp --write   # scheduler/data_cost.json
 
 ``make``: small periodic cells (FCC, 8 atoms of Cu/Ni/Pd/Ag/Au, rattled 0.05 Å, radius graph at
 5 Å: 336 edges each) with synthetic labels (a Morse pair energy per edge and its exact forces: the
@@ -157,13 +158,17 @@ def loader(data: Path, batches: int, rounds: int) -> None:
     prepared = prepare_data(source, heads, fields, where=str(data), preload=False)
     split = prepared.splits["trainset"]
     streamed, raw, single = [], [], []
+    nbytes = prepared.splits["trainset"].source.facts().splits["trainset"].nbytes / len(split)
     for r in range(rounds):
         it = EpochBatches(split, 32, seed=r, chunk=32 // RUNS_PER_BATCH)
-        t0, n = time.perf_counter(), 0
-        for k, batch in enumerate(it):
-            n += batch.num_graphs
-            if k + 1 == batches:
-                break
+        t0, n, k, epoch = time.perf_counter(), 0, 0, 0
+        while k < batches:  # as many epochs as it takes
+            it.set_epoch(epoch)
+            for batch in it:
+                n, k = n + batch.num_graphs, k + 1
+                if k == batches:
+                    break
+            epoch += 1
         streamed.append(n / (time.perf_counter() - t0))
         raw.append(_raw_rate(data))
         with open_dataset(data) as store:
@@ -173,8 +178,73 @@ def loader(data: Path, batches: int, rounds: int) -> None:
                 store.get("trainset", i)
             single.append(len(idx) / (time.perf_counter() - t0))
     s, w, g = (float(np.median(x)) for x in (streamed, raw, single))
-    print(f"{data.name}: streamed loader {s:,.0f} graphs/s; raw bulk ADIOS2 read {w:,.0f} graphs/s "
-          f"(ratio {s / w:.2f}); graph by graph {g:,.0f} graphs/s (loader / that {s / g:.1f}x)")
+    print(f"{data.name} ({nbytes / 1e3:.1f} kB per graph): streamed loader {s:,.0f} graphs/s "
+          f"({1e6 / s:.1f} us per graph); raw bulk ADIOS2 read {w:,.0f} graphs/s (ratio {s / w:.2f}); "
+          f"graph by graph {g:,.0f} graphs/s (loader / that {s / g:.1f}x)")
+
+
+def fit(datasets: list[Path], batches: int, rounds: int, write: bool) -> None:
+    """Streamed loader seconds per graph against stored bytes per graph over ``datasets``, fitted
+    as ``per_graph_s + per_byte_s x bytes`` (least squares), and the seconds to open a dataset and
+    read its facts: the costs :mod:`scheduler.data_cost` charges; ``write``: into its JSON file."""
+    from scheduler.data_cost import DATA_COST_FILE
+
+    sizes, seconds, opens = [], [], []
+    for data in datasets:
+        rate, nbytes = _loader_rate(data, batches, rounds)
+        sizes.append(nbytes)
+        seconds.append(1.0 / rate)
+        opens.append(_open_seconds(data, rounds))
+    design = np.column_stack([np.ones(len(sizes)), sizes])
+    (per_graph, per_byte), *_ = np.linalg.lstsq(design, np.asarray(seconds), rcond=None)
+    record = {"measured_by": "bench/data_scale.py fit " + " ".join(d.name for d in datasets),
+              "date": time.strftime("%Y-%m-%d"), "open_s": float(np.median(opens)),
+              "per_graph_s": max(0.0, float(per_graph)), "per_byte_s": max(0.0, float(per_byte))}
+    for data, b, sec in zip(datasets, sizes, seconds):
+        print(f"  {data.name}: {b / 1e3:.1f} kB per graph, {sec * 1e6:.1f} us per graph streamed")
+    print(json.dumps(record, indent=1))
+    if write:
+        DATA_COST_FILE.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"written to {DATA_COST_FILE}")
+
+
+def _loader_rate(data: Path, batches: int, rounds: int) -> tuple[float, float]:
+    """(graphs/s of the streamed loader, median over rounds; stored bytes per graph)."""
+    import torch
+
+    from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches
+    from hydragnn_ensemble.train.data import FieldSelection, StoreSource, prepare_data
+
+    torch.set_num_threads(1)
+    source = StoreSource(data)
+    fields = FieldSelection(tuple(h.key for h in source.heads), (0,), True, True)
+    split = prepare_data(source, source.heads, fields, where=str(data), preload=False).splits["trainset"]
+    rates = []
+    for r in range(rounds):
+        it = EpochBatches(split, 32, seed=r, chunk=32 // RUNS_PER_BATCH)
+        t0, n, k, epoch = time.perf_counter(), 0, 0, 0
+        while k < batches:
+            it.set_epoch(epoch)
+            for batch in it:
+                n, k = n + batch.num_graphs, k + 1
+                if k == batches:
+                    break
+            epoch += 1
+        rates.append(n / (time.perf_counter() - t0))
+    return float(np.median(rates)), source.facts().splits["trainset"].nbytes / len(split)
+
+
+def _open_seconds(data: Path, rounds: int) -> float:
+    """Seconds to open a dataset and read its facts (what every trial does at start)."""
+    from graph_builders.store import dataset_facts, open_dataset
+
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        with open_dataset(data) as store:
+            dataset_facts(store)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 def _raw_rate(data: Path) -> float:
@@ -218,17 +288,20 @@ def balance(data: Path, steps: int) -> None:
     print(f"{data}: SchNet hidden 64, 3 layers, batch 32, two processes' shares of the same global batches")
     for mode in ("count", "cost"):
         shares = [EpochBatches(split, 32, rank=r, world_size=2, seed=1, balance=mode) for r in range(2)]
-        ratios = []
-        for step, parts in enumerate(zip(*shares)):
-            times = []
-            for part in parts:
-                t0 = time.perf_counter()
-                out = model(part)
-                sum(v.float().pow(2).mean() for v in out.values()).backward()
-                times.append(time.perf_counter() - t0)
-            ratios.append(max(times) / (sum(times) / len(times)))
-            if step + 1 == steps:
-                break
+        ratios: list[float] = []
+        epoch = 0
+        while len(ratios) < steps:
+            for share in shares:
+                share.set_epoch(epoch)
+            for parts in zip(*shares):
+                times = []
+                for part in parts:
+                    t0 = time.perf_counter()
+                    out = model(part)
+                    sum(v.float().pow(2).mean() for v in out.values()).backward()
+                    times.append(time.perf_counter() - t0)
+                ratios.append(max(times) / (sum(times) / len(times)))
+            epoch += 1
         print(f"  {mode:>5}-balanced: per-step max/mean time over 2 processes: median {np.median(ratios):.3f}, "
               f"p90 {np.quantile(ratios, 0.9):.3f} over {len(ratios)} steps")
 
@@ -249,6 +322,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("dataset", type=Path)
     p.add_argument("--batches", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
+    p = sub.add_parser("fit")
+    p.add_argument("datasets", nargs="+", type=Path)
+    p.add_argument("--batches", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--write", action="store_true", help="into scheduler/data_cost.json")
     p = sub.add_parser("balance")
     p.add_argument("dataset", type=Path)
     p.add_argument("--steps", type=int, default=40)
@@ -259,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
         startup(args.datasets, args.budget, args.work)
     elif args.command == "loader":
         loader(args.dataset, args.batches, args.rounds)
+    elif args.command == "fit":
+        fit(args.datasets, args.batches, args.rounds, args.write)
     else:
         balance(args.dataset, args.steps)
 

@@ -47,6 +47,7 @@ from typing import Any, Hashable, Mapping, Protocol
 
 import numpy as np
 from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
+from scheduler.data_cost import DataCost
 from scheduler.robust_ridge import RobustRidge
 
 # (dense, message, edge_dense): relative cost per conv layer of node MLPs, messages, per-edge MLPs
@@ -312,6 +313,7 @@ class CostModel:
     ridge: float = 1.0
     startup_prior_s: float = 0.0  # the start-up assumed before any attempt showed one
     gpu_busy: GpuBusy = field(default_factory=GpuBusy)  # a trial's busy share of a GPU alone
+    data: DataCost = field(default_factory=DataCost)  # reading the data (measured: load_data_cost())
     _all: RobustRidge = field(init=False, repr=False)  # every attempt's row
     _one_slot: RobustRidge = field(init=False, repr=False)  # one-slot attempts': what speed-ups are measured against
     _startups: "_RecentMedian" = field(default_factory=lambda: _RecentMedian(), init=False, repr=False)
@@ -344,20 +346,24 @@ class CostModel:
                                                                  f.batch_size, f.heads, self.stats)
 
     def analytic_epoch(self, f: TrialFeatures) -> float:
-        """Seconds of one epoch's training pass on one slot, before the learnt correction."""
-        return self.stats.num_graphs * self.seconds_per_graph_cpu(f) / self.device_speedup
+        """Seconds of one epoch's training pass on one slot, before the learnt correction: the
+        model's work on the device and reading the graphs (:mod:`scheduler.data_cost`, on the host)."""
+        n = self.stats.num_graphs
+        return n * self.seconds_per_graph_cpu(f) / self.device_speedup + self.data.epoch_s(n, self.stats.bytes_per_graph)
 
     def analytic_work(self, f: TrialFeatures) -> float:
         """Slot-seconds of the whole trial's epochs on one slot, before the learnt correction."""
         return f.num_epoch * self.analytic_epoch(f) * self.anchors.epoch_over_train
 
     def utilisation_alone(self, f: TrialFeatures) -> float:
-        """The busy share in (0, 1) of one GPU that the trial alone keeps (:class:`GpuBusy`)."""
+        """The busy share in (0, 1) of one GPU that the trial alone keeps (:class:`GpuBusy`); the
+        host reading a step's graphs (:mod:`scheduler.data_cost`) is time the GPU idles too."""
         rate, busy = self.anchors.rates[f.mpnn_type], self.gpu_busy
         flops = self.graph_flops(f.mpnn_type, f.hidden_dim, f.num_conv_layers, f.heads, self.stats.mean_nodes,
                                  self.stats.mean_edges)
         compute = rate.seconds_per_flop * flops * f.batch_size / busy.compute_speedup
-        return compute / (compute + busy.step_s + busy.layer_s * f.num_conv_layers)
+        reading = self.data.epoch_s(f.batch_size, self.stats.bytes_per_graph)
+        return compute / (compute + busy.step_s + busy.layer_s * f.num_conv_layers + reading)
 
     def num_parameters(self, f: TrialFeatures) -> float:
         dense, message, edge_dense = MPNN_COSTS[f.mpnn_type]
@@ -377,8 +383,9 @@ class CostModel:
     # -- learnt terms ----------------------------------------------------------------------------
     @property
     def startup_s(self) -> float:
-        """Predicted start-up of an attempt: the median of the latest attempts seen, else the prior."""
-        return self._startups.median(self.startup_prior_s)
+        """Predicted start-up of an attempt: the median of the latest attempts seen, else the prior
+        and opening the dataset (its facts: not growing with it)."""
+        return self._startups.median(self.startup_prior_s + self.data.open_s)
 
     @property
     def eval_factor(self) -> float:

@@ -254,6 +254,7 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
     node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding).
     ``packing``: with GPU sharing, which small trials stay at one GPU to share it (:class:`Sizer`)."""
     from scheduler.cost_model import STARTUP_PRIOR_S, LearntEfficiency
+    from scheduler.data_cost import load_data_cost
 
     notice = None
     try:
@@ -263,7 +264,7 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
         notice = f"cost model: dataset statistics of {dataset} not readable ({exc}); using {stats}"
     if memory_per_slot_gb is None:
         memory_per_slot_gb = slot_memory_gb(device, slots_per_node)
-    model = CostModel(stats, efficiency=LearntEfficiency(), startup_prior_s=STARTUP_PRIOR_S)
+    model = CostModel(stats, efficiency=LearntEfficiency(), startup_prior_s=STARTUP_PRIOR_S, data=load_data_cost())
     sizer = Sizer(model, sizes, target_seconds=max(1e-3, time_limit_s / 4.0), memory_per_slot_gb=memory_per_slot_gb,
                   packing=packing)
     result = CostModelSizer(sizer, config_of, fallback_seconds=time_limit_s, work_fraction=work_fraction)

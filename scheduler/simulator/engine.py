@@ -23,7 +23,7 @@ from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedClust
                                         WorkloadSource)
 from scheduler.simulator.results import SimResult, summarise
 from scheduler.simulator.search import OptimizerSource
-from scheduler.simulator.workload import SimTrial, make_cost_model
+from scheduler.simulator.workload import MULTIDATASET_STATS, SimTrial, make_cost_model
 
 
 MAX_TURNS_PER_STEP = 4  # a turn's starts free nothing: the state settles in two
@@ -39,6 +39,7 @@ class SimConfig:
 
     nodes: int = 8192
     gpus_per_node: int = 8
+    graphs: int = MULTIDATASET_STATS.num_graphs  # training graphs per trial epoch (the cost model's data)
     policy: str = "load-aware"
     block_nodes: int = 256
     node_group_size: int = 32
@@ -107,7 +108,7 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
     rng = np.random.default_rng(config.seed + 7919)
     pool = ResourcePool(config.nodes, config.gpus_per_node, node_group_size=min(config.node_group_size, config.nodes))
     timed = TimedPolicy(policy if policy is not None else make_policy(config.policy, block_nodes=config.block_nodes))
-    model = make_cost_model(config.gpus_per_node)
+    model = make_cost_model(config.gpus_per_node, config.graphs)
     bad = set(rng.choice(config.nodes, size=min(config.bad_nodes, config.nodes), replace=False).tolist()) \
         if config.bad_nodes else set()
     stopper = None if config.early_stopping == "none" else make_stopper(config.early_stopping,

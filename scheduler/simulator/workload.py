@@ -12,16 +12,19 @@ from pathlib import Path
 import numpy as np
 
 from scheduler.cost_model import MPNN_COSTS, CostAnchors, CostModel, DatasetStats, ParallelEfficiency, TrialFeatures, TypeRates
+from scheduler.data_cost import load_data_cost
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.simulator.error_model import ErrorModel, LognormalError
 from scheduler.sharing import Packing
 from scheduler.sizing import Sizer, default_sizes
 
 # A large multi-dataset run (HydraGNN multidataset HPO-like): graphs, mean atoms and directed edges
-MULTIDATASET_STATS = DatasetStats(num_graphs=2_000_000, mean_nodes=30.0, mean_edges=600.0)
+#: HydraGNN's multidataset campaigns: 2 M graphs of ~30 atoms, 600 edges, ~21 kB each as stored
+MULTIDATASET_STATS = DatasetStats(num_graphs=2_000_000, mean_nodes=30.0, mean_edges=600.0, bytes_per_graph=21_000.0)
 GCD_SPEEDUP = 30.0  # one MI250X GCD against one CPU thread of the ANCHORS measurements
 GCD_MEMORY_GB = 64.0
-STARTUP_S = 60.0  # a trial's fixed start-up on a GCD node (interpreter, imports from Lustre, data)
+STARTUP_S = 60.0  # a trial's fixed start-up on a GCD node (interpreter, imports from Lustre), before
+#                   opening its data (DataCost.open_s, charged by the cost model's start-up)
 MPNN_TYPES = ("GIN", "SchNet", "EGNN", "PNA", "PaiNN")
 BATCH_SIZES = (16, 32, 64, 128)
 
@@ -149,11 +152,12 @@ def _hydragnn_anchors() -> CostAnchors:
 SIM_ANCHORS = _hydragnn_anchors()
 
 
-def make_cost_model(slots_per_node: int) -> CostModel:
-    """The cost model the simulator sizes trials with (GCD speed, multidataset statistics, the
-    fixed workload costs :data:`SIM_ANCHORS`)."""
-    return CostModel(MULTIDATASET_STATS, device_speedup=GCD_SPEEDUP,
-                     efficiency=ParallelEfficiency(slots_per_node=slots_per_node), anchors=SIM_ANCHORS)
+def make_cost_model(slots_per_node: int, graphs: int = MULTIDATASET_STATS.num_graphs) -> CostModel:
+    """The cost model the simulator sizes trials with (GCD speed, multidataset statistics with
+    ``graphs`` training graphs, the fixed workload costs :data:`SIM_ANCHORS`, the measured data cost)."""
+    return CostModel(replace(MULTIDATASET_STATS, num_graphs=graphs), device_speedup=GCD_SPEEDUP,
+                     efficiency=ParallelEfficiency(slots_per_node=slots_per_node), anchors=SIM_ANCHORS,
+                     data=load_data_cost())
 
 
 def default_time_limit(target_seconds: float) -> float:
@@ -206,7 +210,7 @@ def generate_workload(num_trials: int, nodes: int, slots_per_node: int, estimate
         error = errors.draw(float(rng.standard_normal()), error_rng)  # z always drawn: same trials at every error
         curve = learning_curve(features.num_epoch, curve_rng) if curves else None
         true_total = choice.predicted_seconds * error.first  # all its epochs at its own size
-        startup = min(startup_s, 0.5 * true_total)
+        startup = min(startup_s + model.data.open_s, 0.5 * true_total)  # the process, then its data
         epoch_s = (true_total - startup) / features.num_epoch
         trial = SimTrial(
             tid, choice.slots, min(choice.predicted_seconds, limit), true_total,

@@ -189,8 +189,11 @@ def test_runtime_sizer_learns_from_epochs_once_and_journals_its_terms(tmp_path):
                                                        "Training": {"num_epoch": 4, "batch_size": 32}}})
     params = {"hidden_dim": 32}
     first = sizer.choose(params)
-    assert first.slots == 1 and first.startup_s == 5.0 and first.epochs == 4  # the prior, no widening
-    assert first.predicted_seconds == pytest.approx(5.0 + 4 * first.epoch_s_at(1))
+    from scheduler.data_cost import load_data_cost
+
+    prior = 5.0 + load_data_cost().open_s  # the process, then opening the dataset (measured)
+    assert first.slots == 1 and first.startup_s == pytest.approx(prior) and first.epochs == 4  # no widening
+    assert first.predicted_seconds == pytest.approx(prior + 4 * first.epoch_s_at(1))
     assert sizer.observe_epoch(params, 1, (0, 0), EpochTimes(2.0, 3.0, 2.0))
     sizer.observe(params, 1, 14.0, ok=True, epochs=4)  # its epochs taught the model: not again
     assert sizer.cost_model.observations == 1

@@ -72,7 +72,10 @@ def test_no_resident_is_packed_past_the_time_limit() -> None:
 
 
 def test_utilisation_alone_grows_with_the_model_and_small_trials_are_sized_at_one_slot() -> None:
+    from scheduler.data_cost import DataCost
+
     model = make_cost_model(8)
+    model.data = DataCost()  # the sizing rule on the device's work alone (reading 2 M graphs would dominate)
     small, large = TrialFeatures("GIN", 32, 2, 16, 60, 1), TrialFeatures("SchNet", 1024, 6, 128, 60, 1)
     u_small, u_large = model.utilisation_alone(small), model.utilisation_alone(large)
     assert 0 < u_small < 0.05 < 0.9 < u_large < 1
@@ -154,7 +157,8 @@ def test_simulate_cli_with_sharing(tmp_path, capsys) -> None:
     curve.write_text(json.dumps({"aggregate": {"1": 1.0, "2": 1.8, "4": 3.0}, "source": "assumed"}))
     out = tmp_path / "sim.json"
     assert main(["simulate", "--no-progress", "--nodes", "2", "--gpus-per-node", "4", "--trials", "120",
-                 "--space", "demo", "--gpu-sharing", "auto", "--colocation-curve", str(curve), "-o", str(out)]) == 0
+                 "--space", "demo", "--graphs", "200000", "--gpu-sharing", "auto", "--colocation-curve", str(curve),
+                 "-o", str(out)]) == 0
     data = json.loads(out.read_text())["gpu_sharing"]
     assert data["mode"] == "auto" and data["per_gpu"] == 4 and data["curve_source"] == "assumed"
     assert 0 < data["shared_attempts"] <= 120

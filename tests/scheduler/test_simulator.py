@@ -13,6 +13,9 @@ from scheduler.simulator import SIM_JSON_KEYS, SimConfig, generate_workload, rep
 
 
 def test_workload_sizes_and_scatter():
+    from scheduler.data_cost import load_data_cost
+    from scheduler.simulator.workload import STARTUP_S
+
     w0 = generate_workload(300, 64, 8, 0.0, seed=1)
     w5 = generate_workload(300, 64, 8, 0.5, seed=1)
     assert [t.slots for t in w0] == [t.slots for t in w5]
@@ -21,7 +24,7 @@ def test_workload_sizes_and_scatter():
     ratios = np.log([t.true_seconds / t.predicted_seconds for t in w5 if whole(t)])
     assert len(ratios) > 250 and 0.35 < ratios.std() < 0.65
     for t in w5:  # a start-up and its epochs; the time limit ends a trial after the epoch reaching it
-        assert 0 < t.startup_s <= 60.0 and t.epochs == t.features.num_epoch
+        assert 0 < t.startup_s <= STARTUP_S + load_data_cost().open_s and t.epochs == t.features.num_epoch
         seconds, epochs = t.attempt(t.slots)
         assert seconds == t.true_seconds
         if seconds == t.time_limit_s + kill_margin_s(t.time_limit_s):  # killed during the epoch reaching it

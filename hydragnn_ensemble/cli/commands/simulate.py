@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="search space of the synthetic trials (scheduler.simulator.workload.SEARCH_SPACES): "
                              "hydragnn (hidden 64-2000, 2-6 layers) or demo (hidden 16-64, 1-3 layers; each "
                              "trial a fraction of a GPU)")
+    parser.add_argument("--graphs", type=int, default=2_000_000,
+                        help="training graphs every synthetic trial reads per epoch (default 2,000,000: HydraGNN's "
+                             "multidataset campaigns); reading them is charged at the measured data cost")
     parser.add_argument("--gpu-sharing", default="off",
                         help="several trials per GPU: off, auto (small trials up to the GPU's memory and "
                              "utilisation, at most the curve's best k) or a fixed k; needs --colocation-curve")
@@ -66,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.sharing import ColocationCurve, GpuSharing, SharingError
     from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
         replay_workload, simulate
-    from scheduler.simulator.workload import SEARCH_SPACES, default_time_limit
+    from scheduler.simulator.workload import SEARCH_SPACES, default_time_limit, make_cost_model
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.trials < 1:
         raise UserError("--nodes, --gpus-per-node and --trials must be >= 1")
+    if args.graphs < 1:
+        raise UserError(f"--graphs must be >= 1, got {args.graphs}")
     if args.estimate_error < 0 or not 0 <= args.failure_rate <= 1:
         raise UserError("--estimate-error must be >= 0 and --failure-rate within [0, 1]")
     if args.space not in SEARCH_SPACES:
@@ -84,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
         else:  # with sharing, small trials are sized at one slot (packed, not spread)
             trials = generate_workload(args.trials, args.nodes, args.gpus_per_node, args.estimate_error,
                                        args.seed, target_seconds=args.target_duration, space=args.space,
-                                       time_limit_s=limit,
+                                       time_limit_s=limit, cost_model=make_cost_model(args.gpus_per_node, args.graphs),
                                        packing=sharing.packing(args.trials / (args.nodes * args.gpus_per_node)))
-        config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy,
+        config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, graphs=args.graphs, policy=args.policy,
                            block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
                            max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error,
