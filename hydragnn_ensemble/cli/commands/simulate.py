@@ -9,7 +9,17 @@ HELP = "simulate an HPO campaign's placement on a large cluster (discrete events
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=8192, help="nodes of the simulated machine (default 8192)")
+    parser.add_argument("campaign", nargs="?", default=None,
+                        help="a campaign file: plan it on --nodes for --hours (its search space, limits, stopper, "
+                             "resources and dataset; scheduler.simulator.campaign_plan); without it a synthetic "
+                             "workload")
+    parser.add_argument("--hours", type=float, default=None, help="with a campaign file: the allocation's hours")
+    parser.add_argument("--dataset", default=None, help="with a campaign file: the dataset instead of its own")
+    parser.add_argument("--learn-from", default=None, metavar="CAMPAIGN_DIR",
+                        help="with a campaign file: a finished campaign on this machine whose epochs teach the "
+                             "cost model first")
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="nodes of the simulated machine (default 8192; 1 with a campaign file)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="slots (GPUs/GCDs) per node (default 8)")
     parser.add_argument("--trials", type=int, default=800, help="trials of the synthetic workload (default 800)")
     parser.add_argument("--policy", default="load-aware", help="a placement policy of "
@@ -56,8 +66,38 @@ def paths(args: argparse.Namespace):
     if args.plot:
         outputs += [Output(out.with_name(out.stem + suffix), "simulation plot", lambda p: p.suffix == ".png")
                     for suffix in ("_util.png", "_gantt.png")]
-    inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve) if p)
+    inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve, args.campaign, args.dataset, args.learn_from)
+                   if p)
     return CommandPaths(inputs=inputs, outputs=tuple(outputs))
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """``simulate CAMPAIGN.yaml --nodes N --hours T``: the campaign on the allocation."""
+    from pathlib import Path
+
+    from hpo.campaign import CampaignConfigError
+    from hydragnn_ensemble.cli import UserError
+    from scheduler.simulator.campaign_plan import CampaignPlanError, plan_campaign
+
+    if args.hours is None:
+        raise UserError(f"simulate {args.campaign}: give the allocation's length with --hours")
+    ignored = [flag for flag, given in (("--trials", args.trials != 800), ("--space", args.space != "hydragnn"),
+                                        ("--replay", args.replay), ("--graphs", args.graphs != 2_000_000)) if given]
+    if ignored:
+        raise UserError(f"{', '.join(ignored)}: the campaign file {args.campaign} says what its trials are")
+    try:
+        result, plan = plan_campaign(Path(args.campaign), args.nodes or 1, args.hours,
+                                     dataset=Path(args.dataset) if args.dataset else None,
+                                     learn_from=Path(args.learn_from) if args.learn_from else None,
+                                     estimate_error=args.estimate_error, seed=args.seed, progress=not args.no_progress)
+    except (CampaignPlanError, CampaignConfigError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    out = Path(args.output)
+    result.write_json(out)
+    for line in plan.lines():
+        print(line)
+    print(f"  (estimate error sigma {args.estimate_error:g}, synthetic learning curves) -> {out}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hydragnn_ensemble.cli import UserError
+
+    if args.campaign is not None:
+        return _plan(args)
+    if args.hours is not None or args.dataset is not None or args.learn_from is not None:
+        raise UserError("--hours, --dataset and --learn-from plan a campaign file: simulate CAMPAIGN.yaml --hours T")
+    args.nodes = 8192 if args.nodes is None else args.nodes
     from scheduler.placement import UnknownPolicyError, check_policy_name
     from scheduler.sharing import ColocationCurve, GpuSharing, SharingError
     from scheduler.simulator import SimConfig, SimulationError, WorkloadError, generate_workload, \
