@@ -204,9 +204,9 @@ def _store(root: Path, latent: dict[int, LatentReference], domain: InputDomain,
 
 def default_fit_split(dataset: str | os.PathLike) -> tuple[str, str | None]:
     """The split to fit the uncertainty model on and, when it is not a split of its own, a warning."""
-    from graph_builders.store import CALIBRATION_SPLIT, GraphStore
+    from graph_builders.store import CALIBRATION_SPLIT, open_dataset
 
-    with GraphStore(dataset) as store:
+    with open_dataset(dataset) as store:
         if CALIBRATION_SPLIT in store.split_names and store.num_graphs(CALIBRATION_SPLIT) > 0:
             return CALIBRATION_SPLIT, None
     return "valset", (f"{dataset} has no calibration split: the uncertainty model is fitted on the valset, which "

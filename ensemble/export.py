@@ -143,12 +143,12 @@ class DatasetLayout:
     @classmethod
     def read(cls, path: Path | None) -> "DatasetLayout":
         """The layout of the dataset at ``path`` (its first sample's x and edge_attr)."""
-        from graph_builders.store import GraphStore
+        from graph_builders.store import open_dataset
 
         if path is None or not Path(path).exists():
             raise ExportError(f"--format hydragnn describes the heads in HydraGNN's terms from the campaign's "
                               f"dataset, which is not at {path}")
-        with GraphStore(path) as store:
+        with open_dataset(path) as store:
             sample = store.get(store.split_names[0], 0)
             return cls(Path(path), store.heads, int(sample.x.shape[1]), _edge_attr_is_length(sample))
 

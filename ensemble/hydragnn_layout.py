@@ -35,7 +35,7 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from graph_builders.schema import TARGET_PREFIX, HeadRegistry, HeadSpec
-from graph_builders.store import GraphStore, write_dataset
+from graph_builders.store import open_dataset, write_dataset
 
 #: HydraGNN's name for the input columns of ``x`` in ``node_feature_names``.
 INPUT_FEATURES_NAME = "node_inputs"
@@ -133,7 +133,7 @@ def write_hydragnn_dataset(source: str | Path, heads: ExportedHeads, out: str | 
     samples in their order; the copy is built in memory, as ``write_dataset`` writes a list)."""
     graphs: list[Data] = []
     splits: dict[str, list[int]] = {}
-    with GraphStore(source) as store:
+    with open_dataset(source) as store:
         registry, metadata = store.heads, dict(store.metadata)
         for split in store.split_names:
             n = store.num_graphs(split)

@@ -131,10 +131,10 @@ def _atoms_of_graph(graph: Data) -> Any | None:
 
 
 def _from_dataset(path: Path, predictor: EnsemblePredictor, good: list[InputItem], bad: list[BadInput]) -> None:
-    from graph_builders.store import GraphStore
+    from graph_builders.store import open_dataset
 
     try:
-        store = GraphStore(path)
+        store = open_dataset(path)
     except (ValueError, OSError, RuntimeError) as exc:
         bad.append(BadInput(str(path), None, f"cannot open dataset: {exc}"))
         return

@@ -141,15 +141,15 @@ def node_offsets(graphs: Sequence[Data]) -> np.ndarray:
 
 def read_split(dataset: str | os.PathLike, split: str) -> list[Data]:
     """All graphs of ``split`` of the ADIOS2 dataset ``dataset``."""
-    from graph_builders.store import GraphStore
+    from graph_builders.store import open_dataset
 
     path = Path(dataset)
     if not path.exists():
         raise PredictionError(f"{path}: dataset file does not exist")
-    with GraphStore(path) as store:
+    with open_dataset(path) as store:
         if split not in store.split_names:
             raise PredictionError(f"{path}: no split {split!r}; the file has {store.split_names}")
-        return [store.get(split, i) for i in range(store.num_graphs(split))]
+        return store.read_range(split, 0, store.num_graphs(split))  # in blocks: one read per field
 
 
 def split_targets(graphs: Sequence[Data], heads: HeadRegistry) -> dict[str, np.ndarray]:

@@ -39,10 +39,10 @@ def read_dataset_shape(path: str | os.PathLike | None) -> DatasetShape | None:
     """The shape of the dataset at ``path`` (None: no path, or not a dataset this machine can read)."""
     if path is None or not Path(path).exists():
         return None
-    from graph_builders.store import GraphStore
+    from graph_builders.store import open_dataset
 
     try:
-        with GraphStore(path) as store:
+        with open_dataset(path) as store:
             levels = {head.name: head.level for head in store.heads}
             if VALIDATION_SPLIT not in store.split_names or store.num_graphs(VALIDATION_SPLIT) == 0 \
                     or "z" not in store.keys(VALIDATION_SPLIT):

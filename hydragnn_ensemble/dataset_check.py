@@ -46,9 +46,9 @@ def dataset_facts(source: Any, where: str | None = None) -> DatasetFacts:
     """The facts of a dataset file (``.bp`` path, opened and closed here) or of an open graph source
     (anything with ``heads``, ``metadata``, ``num_graphs`` and ``dataset``, e.g. the trainer's)."""
     if isinstance(source, (str, os.PathLike)):
-        from graph_builders.store import GraphStore
+        from graph_builders.store import open_dataset
 
-        with GraphStore(source) as store:
+        with open_dataset(source) as store:
             first = store.get("trainset", 0) if "trainset" in store.split_names and store.num_graphs("trainset") else None
             return _facts(store.heads, store.metadata, first, where or str(source))
     first = source.dataset("trainset")[0] if source.num_graphs("trainset") > 0 else None

@@ -52,9 +52,9 @@ def training_scope(dataset: Path) -> TrainingScope:
     rattle the structures were generated with."""
     from ase.data import chemical_symbols
 
-    from graph_builders.store import GraphStore
+    from graph_builders.store import open_dataset
 
-    with GraphStore(dataset) as store:
+    with open_dataset(dataset) as store:
         elements = tuple(str(store.metadata.get("elements", "Cu,Ni,Pd,Pt,Au,Ag,Al")).split(","))
         most = max(len(set(store.get("trainset", i).z.tolist())) for i in range(store.num_graphs("trainset")))
         strain = float(store.metadata.get("strain", 0.03))

@@ -29,7 +29,7 @@ from torch_geometric.data import Data
 
 from graph_builders.schema import TARGET_PREFIX, HeadRegistry
 
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 
 @dataclass
@@ -106,6 +106,8 @@ class SplitFacts:
     edge_width: int = 0
     has_z: bool = False
     degree_histogram: list[int] = field(default_factory=list)
+    min_nodes: int = 0  # (0 for an empty split)
+    min_edges: int = 0
 
     def merged(self, other: "SplitFacts", offset: int) -> "SplitFacts":
         """These facts and ``other``'s, whose samples follow at ``offset`` (their indices shift)."""
@@ -122,7 +124,8 @@ class SplitFacts:
              for h in set(self.nonfinite) | set(other.nonfinite)},
             other.x if self.x is None else (self.x if other.x is None else self.x.merged(other.x)),
             first.x_width, first.edge_width, first.has_z,
-            _add_lists(self.degree_histogram, other.degree_histogram))
+            _add_lists(self.degree_histogram, other.degree_histogram),
+            _least(self, other, "min_nodes"), _least(self, other, "min_edges"))
         return out
 
     def without(self, graphs: Iterable[Data]) -> "SplitFacts":
@@ -131,7 +134,8 @@ class SplitFacts:
         out = SplitFacts(self.ndata, self.nodes, self.edges, self.max_nodes, self.max_edges, self.nbytes,
                          {h: m.copy() for h, m in self.heads.items()},
                          {h: m.copy() for h, m in self.per_node.items()}, {}, self.x.copy() if self.x else None,
-                         self.x_width, self.edge_width, self.has_z, list(self.degree_histogram))
+                         self.x_width, self.edge_width, self.has_z, list(self.degree_histogram),
+                         self.min_nodes, self.min_edges)
         for g in graphs:
             out.ndata -= 1
             out.nodes -= g.num_nodes
@@ -188,6 +192,8 @@ class FactsBuilder:
         facts.edges += edges
         facts.max_nodes = max(facts.max_nodes, int(graph.num_nodes))
         facts.max_edges = max(facts.max_edges, edges)
+        facts.min_nodes = int(graph.num_nodes) if index == 0 else min(facts.min_nodes, int(graph.num_nodes))
+        facts.min_edges = edges if index == 0 else min(facts.min_edges, edges)
         facts.nbytes += nbytes
         if facts.x is None:
             x = getattr(graph, "x", None)
@@ -232,6 +238,12 @@ def _count(facts: SplitFacts, graph: Data, sign: int) -> None:
         hist[d] += sign * c
 
 
+def _least(a: SplitFacts, b: SplitFacts, name: str) -> int:
+    """The smaller of two splits' minimum (an empty split has none)."""
+    values = [getattr(f, name) for f in (a, b) if f.ndata]
+    return min(values) if values else 0
+
+
 def _merge(a: dict[str, Moments], b: dict[str, Moments]) -> dict[str, Moments]:
     return {k: (a[k].merged(b[k]) if k in a and k in b else (a.get(k) or b[k]).copy()) for k in {*a, *b}}
 
@@ -245,7 +257,7 @@ def _add_lists(a: list[int], b: list[int]) -> list[int]:
 
 def _split_to_json(f: SplitFacts) -> dict:
     return {"ndata": f.ndata, "nodes": f.nodes, "edges": f.edges, "max_nodes": f.max_nodes,
-            "max_edges": f.max_edges, "nbytes": f.nbytes,
+            "max_edges": f.max_edges, "nbytes": f.nbytes, "min_nodes": f.min_nodes, "min_edges": f.min_edges,
             "heads": {h: m.to_json() for h, m in f.heads.items()},
             "per_node": {h: m.to_json() for h, m in f.per_node.items()}, "nonfinite": f.nonfinite,
             "x": f.x.to_json() if f.x is not None else None, "x_width": f.x_width, "edge_width": f.edge_width,
@@ -258,4 +270,5 @@ def _split_from_json(d: dict) -> SplitFacts:
                       {h: Moments.from_json(m) for h, m in d["per_node"].items()},
                       {h: [int(i) for i in v] for h, v in d["nonfinite"].items()},
                       Moments.from_json(d["x"]) if d["x"] is not None else None, int(d["x_width"]),
-                      int(d["edge_width"]), bool(d["has_z"]), [int(c) for c in d["degree_histogram"]])
+                      int(d["edge_width"]), bool(d["has_z"]), [int(c) for c in d["degree_histogram"]],
+                      int(d["min_nodes"]), int(d["min_edges"]))

@@ -234,7 +234,10 @@ class GraphStore:
         """The facts the writer stored (:mod:`graph_builders.store.facts`); None for a file written
         without them (:func:`graph_builders.store.facts_cache.dataset_facts` computes them once)."""
         if self._facts is None and self._file is not None and L.FACTS_ATTR in self._attrs:
-            self._facts = DatasetFacts.from_json(self._file.read_attribute(L.FACTS_ATTR))
+            try:
+                self._facts = DatasetFacts.from_json(self._file.read_attribute(L.FACTS_ATTR))
+            except (ValueError, KeyError, TypeError):  # another version's: computed again (facts_cache)
+                return None
         return self._facts
 
     def source_indices(self, split: str) -> np.ndarray | None:

@@ -72,11 +72,11 @@ def _report_left_out(excluded: list) -> None:
 def _warn_small_valset(dataset: str | None, method: str) -> None:
     """A warning when the valset the members were chosen on is too small to choose on."""
     from ensemble.calibration import small_split_warning
-    from graph_builders.store import GraphStore
+    from graph_builders.store import open_dataset
 
     if dataset is None:
         return
-    with GraphStore(dataset) as store:
+    with open_dataset(dataset) as store:
         count = store.num_graphs("valset") if "valset" in store.split_names else 0
     warning = small_split_warning("valset", count, f"choose members on ({method} selection)")
     if warning:
