@@ -291,8 +291,7 @@ def test_hydragnn_shaped_model_drops_the_embedding_and_reads_raw_input(mpnn_type
     layer's two node maps, its node MLP's input, the norms and the radial filters HydraGNN's EGNN
     lacks; SchNet: the first input map's columns, one output map per layer instead of two and the
     norms, while its filter reads the edge feature too); the model still predicts every head, is
-    invariant like the full one, and learns: 100 Adam steps on two cells cut the loss (EGNN, without
-    normalisation on raw atomic numbers as HydraGNN builds it, starts slower: 0.80 at step 40)."""
+    invariant like the full one, and learns: 100 Adam steps on two cells cut the loss."""
     full, shaped = make_model(mpnn_type), make_model(mpnn_type, hydragnn_shaped=True)
     hidden, table = 16, (118 + 1) * 16
     embedding = table + (1 * hidden + hidden)  # z table + Linear(x: 1 -> 16)
@@ -373,7 +372,13 @@ def test_hydragnn_shaped_painn_s_sinc_filter_through_the_radial_table() -> None:
 
 def _check_shaped_model_predicts_and_learns(shaped: HydraModel, mpnn_type: str, **kw: object) -> None:
     """Every head predicted, invariant under rotation and translation, and 100 Adam steps on two
-    cells cut the loss tenfold (a fresh model of the same spec, trained)."""
+    cells cut the loss tenfold (a fresh model of the same spec, trained).
+
+    The cells' ``x`` (the atomic number) is standardised as the trainer feeds it. On the raw numbers
+    (28-46) HydraGNN's EGNN, with no normalisation anywhere, trains erratically: from the same
+    seeded start its loss ended at 0.87 of the first at one torch thread and at 0.08 at two (the
+    order of float sums differs), and 2 of 6 seeds failed at either count. The run is on one thread,
+    so it gives the same numbers wherever the suite runs."""
     graph = random_alloy(3)
     out = shaped(graph)
     assert tuple(out["gap"].shape) == (1, 3) and tuple(out["charge"].shape) == (graph.num_nodes, 2)
@@ -382,14 +387,21 @@ def _check_shaped_model_predicts_and_learns(shaped: HydraModel, mpnn_type: str, 
                                shaped(to_double(graph))["energy"])
     model = make_model(mpnn_type, hydragnn_shaped=True, **kw).float().train()
     batch = Batch.from_data_list([random_alloy(5), random_alloy(6)])
+    z = torch.cat([random_alloy(s).x for s in range(20)])
+    batch.x = (batch.x - z.mean()) / z.std()
     optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
-    for _ in range(100):
-        optimiser.zero_grad()
-        loss = (model(batch)["energy"] - torch.tensor([[1.0], [-1.0]])).square().mean()
-        loss.backward()
-        optimiser.step()
-        losses.append(float(loss.detach()))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(100):
+            optimiser.zero_grad()
+            loss = (model(batch)["energy"] - torch.tensor([[1.0], [-1.0]])).square().mean()
+            loss.backward()
+            optimiser.step()
+            losses.append(float(loss.detach()))
+    finally:
+        torch.set_num_threads(threads)
     assert losses[-1] < 0.1 * losses[0]
 
 
