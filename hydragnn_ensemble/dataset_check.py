@@ -88,6 +88,12 @@ def config_problems(config: HydraConfig, facts: DatasetFacts) -> ConfigCheck:
         check.errors.append(f"NeuralNetwork.Architecture.mpnn_type: {arch.mpnn_type} does not see the atoms' "
                             "positions, so in potential mode (compute_grad_energy) its forces and stress would be "
                             f"zero; use one of {geometric}")
+    if layer is not None and config.potential_mode and arch.hydragnn_shaped and _unfiltered_when_shaped(layer):
+        check.errors.append(f"NeuralNetwork.Architecture.hydragnn_shaped: HydraGNN's {arch.mpnn_type} reads the edge "
+                            "length only as one more input of its edge MLP, with no radial filter on its messages "
+                            f"(this package's {arch.mpnn_type} has one), so in potential mode (compute_grad_energy) its "
+                            "forces train to zero, the error of the trivial predictor (bench/potential_layers.py); "
+                            f"use {arch.mpnn_type} without hydragnn_shaped, or PaiNN or SchNet")
     if layer is not None and arch.hydragnn_shaped and not _shapeable(layer):
         check.errors.append(f"NeuralNetwork.Architecture.hydragnn_shaped: not built for {arch.mpnn_type} (its layers "
                             "differ from HydraGNN's inside); available for "
@@ -112,6 +118,14 @@ def _shapeable(layer_name: str) -> bool:
     from hydragnn_ensemble.model.layers import layer_class
 
     return bool(layer_class(layer_name).reads_raw_input)
+
+
+def _unfiltered_when_shaped(layer_name: str) -> bool:
+    """The family learns forces only with its radial filter, which its HydraGNN shape lacks (EGNN)."""
+    from hydragnn_ensemble.model.layers import layer_class
+
+    cls = layer_class(layer_name)
+    return bool(cls.radial_filter_option and cls.reads_raw_input)
 
 
 def _sees_positions(layer_name: str) -> bool:

@@ -131,6 +131,7 @@ class HydraModel(nn.Module):
                 num_layers=spec.num_conv_layers,
                 pna_degree_histogram=spec.pna_degree_histogram,
                 equivariance=spec.equivariance,
+                radial_filter=spec.radial_filter and not spec.hydragnn_shaped,
                 input_dim=spec.node_feature_dim if spec.hydragnn_shaped and k == 0 else None,
                 hydragnn_shaped=spec.hydragnn_shaped,
             )

@@ -66,3 +66,7 @@ class ModelSpec:
     #: exported member and HydraGNN's rebuild of its config have the same parameter count); only
     #: for layer families that take a narrower input (``ConvLayer.reads_raw_input``)
     hydragnn_shaped: bool = False
+    #: EGNN and CGCNN multiply their messages by a linear filter of the radial basis (they learn forces
+    #: as potentials only so; HydraGNN-shaped EGNN never has it). Specs saved before the option lack the
+    #: key and load as False for those two (:func:`~hydragnn_ensemble.train.checkpoint.spec_from_dict`)
+    radial_filter: bool = True

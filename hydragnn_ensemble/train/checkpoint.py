@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from graph_builders.schema import HeadRegistry
 from hydragnn_ensemble.config import HydraConfig
+from hydragnn_ensemble.model.layers import MPNN_TYPES
 from hydragnn_ensemble.model.spec import GraphHeadSpec, ModelSpec, NodeHeadSpec
 from hydragnn_ensemble.train.normalisation import Normaliser
 
@@ -54,6 +55,10 @@ def spec_from_dict(d: dict[str, Any]) -> ModelSpec:
     n = dict(d["node_head"])
     n["dim_headlayers"] = tuple(n["dim_headlayers"])
     d["graph_head"], d["node_head"] = GraphHeadSpec(**g), NodeHeadSpec(**n)
+    if "radial_filter" not in d:  # saved before the option: no layer had the filter
+        family = MPNN_TYPES.get(d.get("mpnn_type", ""))
+        had_none = family is not None and family.radial_filter_option and not d.get("hydragnn_shaped", False)
+        d["radial_filter"] = not had_none
     if d.get("pna_degree_histogram") is not None:
         d["pna_degree_histogram"] = tuple(d["pna_degree_histogram"])
     return ModelSpec(**d)

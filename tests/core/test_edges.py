@@ -199,26 +199,60 @@ def test_painn_message_block_is_the_published_formula() -> None:
     torch.testing.assert_close(got_v, want_v)
 
 
-def test_egnn_edge_inputs_in_one_product_are_the_separate_maps() -> None:
+def _gaussians(distance: torch.Tensor, cutoff: float, size: int) -> torch.Tensor:
+    """The Gaussian basis written out: centres on [0, cutoff], width the spacing (the model's centres
+    are float32: results agree to ~1e-7)."""
+    centres = torch.linspace(0.0, cutoff, size, dtype=distance.dtype)
+    spacing = cutoff / (size - 1)
+    return torch.exp(-0.5 * ((distance.unsqueeze(-1) - centres) / spacing) ** 2)
+
+
+@pytest.mark.parametrize("radial_filter", [True, False])
+def test_egnn_edge_inputs_in_one_product_are_the_separate_maps(radial_filter: bool) -> None:
+    """The layer computes the formula of its docstring: with the radial filter the messages are
+    also multiplied by a linear map of the Gaussian basis of the builder's edge length (written
+    out here); without it (HydraGNN's EGNN) the layer has no filter's parameters."""
     from hydragnn_ensemble.model.layers.base import LayerConfig
     from hydragnn_ensemble.model.layers.egnn import EGNNLayer
 
     torch.manual_seed(0)
-    layer = EGNNLayer(LayerConfig(hidden_dim=16, edge_dim=1, radius=4.0, num_layers=2)).double()
+    config = LayerConfig(hidden_dim=16, edge_dim=1, num_gaussians=12, radius=4.0, num_layers=2,
+                         radial_filter=radial_filter)
+    layer = EGNNLayer(config).double()
+    assert (layer.filter is not None) == radial_filter
     h, edges, geom, vec = _layer_inputs()
     vec = vec[:, :, 0]
     j, i = edges.index
     rij = geom.vector + vec[j] - vec[i]
     d2 = (rij * rij).sum(-1, keepdim=True) / 16.0
     pre = layer.lin_i(h)[i] + layer.lin_j(h)[j] + layer.lin_d(d2) + layer.lin_e(geom.edge_attr)
-    m = layer.edge_out(layer.edge_act(pre)) * geom.cutoff.unsqueeze(-1)
+    length = geom.vector.norm(dim=-1)
+    weight = (layer.filter(_gaussians(length, 4.0, 12)) if radial_filter else 1.0) * geom.cutoff.unsqueeze(-1)
+    m = layer.edge_out(layer.edge_act(pre)) * weight
     agg = torch.zeros_like(h).index_add_(0, i, m)
     want_h = layer.node_mlp(torch.cat([h, agg], -1))
     shift = torch.zeros_like(vec).index_add_(0, i, rij * layer.coord_mlp(m))
     want_vec = vec + shift / torch.bincount(i, minlength=h.shape[0]).clamp_min(1).unsqueeze(-1)
     got_h, got_vec = layer(h, edges, geom, vec)
-    torch.testing.assert_close(got_h, want_h)
-    torch.testing.assert_close(got_vec, want_vec)
+    torch.testing.assert_close(got_h, want_h, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_vec, want_vec, rtol=1e-5, atol=1e-6)
+
+
+def test_cgcnn_message_is_the_gated_product_times_the_radial_filter() -> None:
+    from hydragnn_ensemble.model.layers.base import LayerConfig
+    from hydragnn_ensemble.model.layers.cgcnn import CGCNNLayer
+
+    torch.manual_seed(0)
+    layer = CGCNNLayer(LayerConfig(hidden_dim=16, edge_dim=1, num_gaussians=12, radius=4.0)).double()
+    h, edges, geom, _ = _layer_inputs()
+    j, i = edges.index
+    rbf = _gaussians(geom.vector.norm(dim=-1), 4.0, 12)
+    z = layer.lin_i(h)[i] + layer.lin_j(h)[j] + layer.lin_e(torch.cat([rbf, geom.edge_attr], -1))
+    gate, core = z[:, :16], z[:, 16:]
+    m = torch.sigmoid(gate) * torch.nn.functional.softplus(core) * layer.filter(rbf) * geom.cutoff.unsqueeze(-1)
+    want = torch.zeros_like(h).index_add_(0, i, m)
+    got, _ = layer(h, edges, geom)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("mpnn_type", ["GIN", "PNA", "SchNet", "EGNN", "PaiNN"])

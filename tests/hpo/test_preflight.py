@@ -118,3 +118,27 @@ def test_hydragnn_shaped_campaign_refuses_the_layer_types_it_is_not_built_for(da
     assert report.errors[0].startswith("search_space NeuralNetwork.Architecture.mpnn_type = 'GAT': "
                                        "NeuralNetwork.Architecture.hydragnn_shaped: not built for GAT")
     assert report.errors[0].endswith("available for GIN, PNA, SchNet, EGNN, PaiNN")
+
+
+def test_a_layer_that_cannot_be_a_potential_is_refused_before_trial_1_with_its_reason(dataset) -> None:
+    """Potential mode: GIN, PNA and GAT do not see positions (their forces would be zero), and
+    HydraGNN's EGNN (hydragnn_shaped) has no radial filter on its messages (its forces train to
+    zero); each is named with the key and value that gives it and why. SchNet, EGNN, PaiNN, CGCNN
+    and the shaped PaiNN and SchNet pass."""
+    mt = "NeuralNetwork.Architecture.mpnn_type"
+    space = SearchSpace.from_dict({mt: {"type": "categorical",
+                                        "choices": ["SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "GAT"]}})
+    report = check_against_dataset(base(("energy", "forces"), potential=True), space, dataset)
+    assert len(report.errors) == 3
+    for layer, error in zip(("GIN", "PNA", "GAT"), report.errors):
+        assert error == (f"search_space {mt} = {layer!r}: {mt}: {layer} does not see the atoms' positions, so in "
+                         "potential mode (compute_grad_energy) its forces and stress would be zero; use one of "
+                         "CGCNN, SchNet, EGNN, PaiNN")
+    shaped = SearchSpace.from_dict({mt: {"type": "categorical", "choices": ["SchNet", "PAINN", "EGNN"]}})
+    report = check_against_dataset(base(("energy", "forces"), potential=True, hydragnn_shaped=True), shaped, dataset)
+    assert len(report.errors) == 1
+    assert report.errors[0].startswith(f"search_space {mt} = 'EGNN': NeuralNetwork.Architecture.hydragnn_shaped: "
+                                       "HydraGNN's EGNN reads the edge length only as one more input of its edge MLP")
+    assert "forces train to zero" in report.errors[0]
+    # the same base without potential mode has no such problem
+    assert check_against_dataset(base(hydragnn_shaped=True), shaped, dataset).errors == []

@@ -30,7 +30,11 @@ Class attributes tell the model what a family needs:
 * ``hydragnn_batch_norm``: in a HydraGNN-shaped model, ``norm`` is a BatchNorm, as HydraGNN's stack
   of that family has it (its EGNN, SchNet and PaiNN stacks have none: then no normalisation);
 * ``hydragnn_radial_basis``: in a HydraGNN-shaped model, the radial basis in ``geom.rbf`` and
-  ``geom.radial`` (a name of :data:`~hydragnn_ensemble.model.geometry.RADIAL_BASES`; PaiNN: sinc).
+  ``geom.radial`` (a name of :data:`~hydragnn_ensemble.model.geometry.RADIAL_BASES`; PaiNN: sinc);
+* ``radial_filter_option``: the family multiplies its messages by :func:`radial_weight`, a linear
+  filter of the radial basis, when ``LayerConfig.radial_filter`` (EGNN, CGCNN, whose messages
+  otherwise read the distance only through a sum with the node terms; models saved before the
+  option have none). SchNet and PaiNN filter their messages by construction.
 
 Gathering and aggregation go through ``edges`` (``gather_source``, ``gather_target``,
 ``sum_at_target``, ``neighbour_sum``, ``extreme_at_target``, ``in_degree``), plain torch and
@@ -91,6 +95,21 @@ class ShiftedSoftplus(nn.Module):
         return F.softplus(x).sub_(self.shift)
 
 
+def radial_weight(radial_filter: nn.Module | None, geom: EdgeGeometry) -> Tensor:
+    """The per-edge weight of a message [E, F] (or [E, 1]): ``radial_filter(rbf) * cutoff``, or the
+    cutoff alone without a filter.
+
+    A message ``f(h_i, h_j, d)`` whose distance ``d`` is one more input of an MLP changes with ``d``
+    in nearly the same way for every pair of species and every feature (only the slope of the
+    activation differs). Times a filter ``W(d)`` of its own per feature, ``f * W`` gives each pair
+    and feature a distance profile of its own, what forces (derivatives of the energy in the
+    positions) are made of; without it such a layer as a potential trains its forces to zero."""
+    cutoff = geom.require("cutoff").unsqueeze(-1)
+    if radial_filter is None:
+        return cutoff
+    return radial_filter(geom.require("rbf")) * cutoff
+
+
 @dataclass(frozen=True)
 class LayerConfig:
     """Everything a layer constructor reads (taken from the ModelSpec by the builder)."""
@@ -104,6 +123,7 @@ class LayerConfig:
     num_layers: int = 1
     pna_degree_histogram: tuple[int, ...] | None = None
     equivariance: bool = True  # EGNN: update coordinates between layers
+    radial_filter: bool = True  # EGNN, CGCNN: messages times a linear filter of the radial basis
     input_dim: int | None = None  # the width of ``h`` the layer reads (None: hidden_dim)
     hydragnn_shaped: bool = False  # the family's internals as HydraGNN builds them (where they differ)
 
@@ -127,6 +147,7 @@ class ConvLayer(nn.Module, ABC):
     reads_raw_input: ClassVar[bool] = False
     hydragnn_batch_norm: ClassVar[bool] = True
     hydragnn_radial_basis: ClassVar[str] = "gaussian"
+    radial_filter_option: ClassVar[bool] = False
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__()

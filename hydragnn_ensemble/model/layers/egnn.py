@@ -2,11 +2,18 @@
 
 The vector state ``vec`` [N, 3] is each node's accumulated coordinate update, so the current edge
 vector is ``r_ij = vector_ij + vec_j - vec_i`` (equivariant, and periodic images stay consistent).
-Messages ``m_ij = MLP(h_i, h_j, |r_ij|^2 / rc^2, edge_attr) * cutoff(|vector_ij|)`` are summed at ``i``;
-the layer returns ``MLP([h_i, m_i])`` (the model adds the residual) and, with ``equivariance`` (as
-HydraGNN's option of that name) except in the last layer, moves the coordinates:
+Messages ``m_ij = MLP(h_i, h_j, |r_ij|^2 / rc^2, edge_attr) * W(rbf(|vector_ij|)) * cutoff(|vector_ij|)``
+are summed at ``i``; the layer returns ``MLP([h_i, m_i])`` (the model adds the residual) and, with
+``equivariance`` (as HydraGNN's option of that name) except in the last layer, moves the coordinates:
 ``vec_i += mean_j r_ij * phi(m_ij)``; without it the layer has no coordinate network. The first MLP
 layer is split into per-node linear maps of ``h_i`` and ``h_j`` so no [E, 2F] concatenation is built.
+
+``W`` is a linear map of the model's radial basis, one weight per feature (SchNet's continuous
+filter in its simplest form; ``LayerConfig.radial_filter``). Without it (HydraGNN's EGNN: with
+``hydragnn_shaped``, and models saved before the option) the length enters only as one column
+added to the node terms before the MLP's activation, so how a message changes with the distance
+can hardly differ between pairs of species or between features: as an interatomic potential its
+forces train to zero, the trivial predictor's error (``bench/potential_layers.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from torch import Tensor, nn
 
 from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.geometry import EdgeGeometry
-from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, make_activation
+from hydragnn_ensemble.model.layers.base import ConvLayer, LayerConfig, make_activation, radial_weight
 
 
 class EGNNLayer(ConvLayer):
@@ -26,6 +33,7 @@ class EGNNLayer(ConvLayer):
     carries_vectors = True
     reads_raw_input = True
     hydragnn_batch_norm = False
+    radial_filter_option = True
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__(config)
@@ -35,6 +43,7 @@ class EGNNLayer(ConvLayer):
         self.lin_j = nn.Linear(width_in, dim, bias=False)
         self.lin_d = nn.Linear(1, dim, bias=False)
         self.lin_e = nn.Linear(config.edge_dim, dim, bias=False) if config.edge_dim > 0 else None
+        self.filter = nn.Linear(config.num_gaussians, dim) if config.radial_filter else None
         self.edge_act = make_activation("silu")
         self.edge_out = nn.Sequential(nn.Linear(dim, dim), nn.SiLU())
         self.node_mlp = nn.Sequential(nn.Linear(width_in + dim, dim), nn.SiLU(), nn.Linear(dim, dim))
@@ -64,7 +73,7 @@ class EGNNLayer(ConvLayer):
         # edge_in^T @ grad (4 ms at 85,000 edges x 64) instead of (grad^T @ edge_in)^T, a
         # [F, E] x [E, 2] product BLAS runs 7x slower (28 ms; the epoch 2.98 -> 2.27 s)
         pre.addmm_(edge_in.to(pre.dtype), weight.t().contiguous().to(pre.dtype))
-        m = self.edge_out(self.edge_act(pre)) * geom.require("cutoff").unsqueeze(-1)
+        m = self.edge_out(self.edge_act(pre)) * radial_weight(self.filter, geom)
         h_new = self.node_mlp(torch.cat([h, edges.sum_at_target(m)], dim=-1))
         if not self.update_coords:
             return h_new, vec
