@@ -71,6 +71,7 @@ def scan_facts(store, progress: bool = False) -> DatasetFacts:
                 for graph in store.read_range(split, start, min(n, start + SCAN_BLOCK)):
                     builder.add(split, graph)
                 bar.update(min(n, start + SCAN_BLOCK) - start)
+            builder.splits[split].nbytes = store.stored_bytes(split) if n else 0  # the split's, not per graph
     return builder.finish()
 
 

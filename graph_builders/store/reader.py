@@ -223,6 +223,16 @@ class GraphStore:
         return (self._counts(split, self._field(split, "pos"), start, stop),
                 self._counts(split, self._field(split, "edge_index"), start, stop))
 
+    def stored_bytes(self, split: str) -> int:
+        """Bytes of every variable of ``split`` (ours and HydraGNN's; metadata only)."""
+        fields = self._split(split).fields.values()
+        return sum(int(np.prod(f.shape)) * f.spec.dtype.itemsize for f in fields if f.variable is not None)
+
+    def stored_keys(self, split: str, keys: list[str]) -> list[str]:
+        """The stored variables reading ``keys`` touches (derived keys' sources instead of them)."""
+        info = self._split(split)
+        return [k for k in self._reading_plan(split, keys)[1] if info.fields[k].variable is not None]
+
     def total_rows(self, split: str, key: str) -> int:
         """The length of ``key``'s variable along its axis: all graphs' rows (metadata only)."""
         field = self._field(split, key)
