@@ -287,7 +287,7 @@ def _merge(gathered: list, decision: Decision) -> StreamResult:
     failures: dict[tuple, FileFailure] = {}
     for part in gathered:
         for key, failure in part[1]:
-            failures.setdefault(key if key[1] >= 0 else (key[0], -1), failure)
+            failures.setdefault(key, failure)  # a file's own failure: key (file, -1) on each rank that met it
     left_out: Counter = Counter()
     dropped: Counter = Counter()
     for part in gathered:

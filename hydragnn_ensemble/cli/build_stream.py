@@ -44,6 +44,8 @@ def run_streaming(args: argparse.Namespace, options, files: list[Path], fraction
             target = _prepare(args)
         except UserError as exc:
             target = str(exc)
+        except OSError as exc:  # e.g. no permission to write beside OUTPUT: every rank must hear of it
+            target = f"cannot write {args.output}: {exc}"
     target = comm.bcast(target, root=0)
     if isinstance(target, str):
         if rank == 0:
