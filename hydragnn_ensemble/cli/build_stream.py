@@ -29,6 +29,7 @@ class _Target:
     layout: str
     existing: Any = None  # graph_builders.store.sharded.ShardIndex of the dataset appended to
     signature: tuple | None = None  # its graphs' attributes (graph_builders.batch_build.graph_signature)
+    committed: bool = False  # the index written (append) or the dataset moved into place (fresh)
 
 
 def run_streaming(args: argparse.Namespace, options, files: list[Path], fractions: tuple[float, ...], comm) -> int:
@@ -210,6 +211,7 @@ def _finish(args: argparse.Namespace, target: _Target, decision, result, num_fil
     write_index(target.root, decision.heads, target.layout, metadata, entries)
     if target.existing is None:
         replace_path(target.root, output)
+    target.committed = True
     verb = "appended" if target.existing is not None else "built"
     print(f"{verb} {result.graphs} graphs from {result.files_with_graphs} of {num_files} files -> {output} "
           f"({len(result.entries)} new shards)")
@@ -218,10 +220,12 @@ def _finish(args: argparse.Namespace, target: _Target, decision, result, num_fil
 
 
 def _discard(target: _Target) -> None:
-    """Rank 0, after a build that stopped: a fresh dataset's temporary directory removed, or the
-    shards this append wrote (not in the index)."""
+    """Rank 0, after a build that stopped before its dataset was complete: a fresh dataset's
+    temporary directory removed, or the shards this append wrote (not in the index)."""
     from graph_builders.store._atomic import remove_path
 
+    if target.committed:
+        return
     if target.existing is None:
         remove_path(target.root)
         return

@@ -289,3 +289,20 @@ def test_append_needs_a_sharded_dataset(inputs, tmp_path, capsys):
     assert f"--append: {single} is not a sharded dataset" in capsys.readouterr().err
     assert build(inputs / "one.extxyz", tmp_path / "none", "--shard-size", "5", "--append") == 2
     assert "--append: no dataset at" in capsys.readouterr().err
+
+
+def test_a_failure_after_the_index_is_written_keeps_the_appended_shards(inputs, tmp_path, monkeypatch, capsys):
+    """Printing the summary failed (a closed pipe): the append was complete and stays so."""
+    import graph_builders.store
+    from graph_builders.stream_build import StreamBuildError
+
+    out = tmp_path / "data"
+    assert build(inputs / "b.extxyz", out, "--shard-size", "60") == 0
+
+    def broken(path):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(graph_builders.store, "describe", broken)
+    with pytest.raises(StreamBuildError, match="Broken pipe"):
+        build(inputs / "one.extxyz", out, "--shard-size", "60", "--append")
+    assert len(contents(out)) == 121
