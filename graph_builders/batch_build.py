@@ -420,30 +420,48 @@ def _head_order(key: str) -> tuple[int, str]:
 def _infer_heads(graphs: list[Data], units: dict[str, str],
                  sources: dict[str, str]) -> tuple[HeadRegistry, list[str]]:
     """Heads = targets every graph has with one level and dim; others are removed and reported."""
-    shapes: dict[str, set[tuple[str, int]]] = {}
-    present: Counter[str] = Counter()
+    heads, notes = infer_heads([target_shapes(g) for g in graphs], units, sources)
     for graph in graphs:
-        for key in graph.keys():
-            if key.startswith(TARGET_PREFIX):
-                shapes.setdefault(key, set()).add(_head_shape(graph, key))
-                present[key] += 1
+        for key in [k for k in graph.keys() if k.startswith(TARGET_PREFIX)]:
+            if key[len(TARGET_PREFIX):] not in heads.names:
+                del graph[key]
+    return heads, notes
+
+
+def target_shapes(graph: Data) -> dict[str, tuple[str, int]]:
+    """A graph's targets: key -> (level, dim) as :func:`infer_heads` sees them."""
+    return {key: _head_shape(graph, key) for key in graph.keys() if key.startswith(TARGET_PREFIX)}
+
+
+def graph_signature(graph: Data) -> tuple:
+    """What graphs of one dataset share: attributes other than targets, their dtype and shape apart
+    from the concatenation axis."""
+    return _signature(graph)
+
+
+def infer_heads(shapes: Sequence[dict[str, tuple[str, int]]], units: dict[str, str],
+                sources: dict[str, str]) -> tuple[HeadRegistry, list[str]]:
+    """The heads of graphs whose targets are ``shapes`` (one :func:`target_shapes` per graph): the
+    targets every graph has with one level and dim, in :func:`_head_order`; notes on the others."""
+    seen: dict[str, set[tuple[str, int]]] = {}
+    present: Counter[str] = Counter()
+    for targets in shapes:
+        for key, shape in targets.items():
+            seen.setdefault(key, set()).add(shape)
+            present[key] += 1
     heads, notes = [], []
     for key in sorted(present, key=_head_order):
         name = key[len(TARGET_PREFIX):]
-        if present[key] != len(graphs):
-            notes.append(f"target {name!r} dropped: present in {present[key]} of {len(graphs)} graphs")
-        elif len(shapes[key]) != 1 or next(iter(shapes[key]))[1] < 1:
+        if present[key] != len(shapes):
+            notes.append(f"target {name!r} dropped: present in {present[key]} of {len(shapes)} graphs")
+        elif len(seen[key]) != 1 or next(iter(seen[key]))[1] < 1:
             notes.append(f"target {name!r} dropped: inconsistent shapes across graphs")
         else:
-            level, dim = next(iter(shapes[key]))
+            level, dim = next(iter(seen[key]))
             unit = units.get(name, "")
             where = {"results": "ASE calculator results", "info": "atoms.info", "arrays": "atoms.arrays"}
             heads.append(HeadSpec(name, level, dim, unit, f"from {where[sources[name]]}" if name in sources else ""))
             if name in sources and not unit:
                 notes.append(f"head {name!r} (from {where[sources[name]]}) has no unit; give one with "
                              f"--units {name}=UNIT (an energy: eV for a total, eV/atom per atom)")
-            continue
-        for graph in graphs:
-            if key in graph:
-                del graph[key]
     return HeadRegistry.of(heads), notes

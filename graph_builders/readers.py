@@ -15,6 +15,7 @@ Every failure becomes a :class:`StructureReadError` that names the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,13 +127,56 @@ def read_structures(path: str | Path, index: str | int = ":", format: str | None
 def _read_with_ase(path: Path, index: str | int, fmt: str) -> list[Atoms]:
     """``ase.io.read`` of ``path`` as ``fmt``, every failure a StructureReadError naming the file."""
     try:
-        result = ase.io.read(str(path), index=index, format=fmt)
+        # parallel=False: under MPI every rank reads for itself (ASE's default reads on rank 0 and
+        # broadcasts, a collective call that hangs when the ranks read different files)
+        result = ase.io.read(str(path), index=index, format=fmt, parallel=False)
     except Exception as exc:  # ASE raises many types (ValueError, IndexError, StopIteration, ...)
         raise StructureReadError(
             f"{path}: cannot read as {fmt!r} (truncated or malformed file?): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     return [result] if isinstance(result, Atoms) else list(result)
+
+
+def iter_structures(path: str | Path, start: int = 0, step: int = 1, format: str | None = None) -> Iterator[Atoms]:
+    """Structures ``start``, ``start + step``, ... of ``path``, one at a time (memory holds one
+    structure, plus the frame table of formats such as extxyz, which ASE scans once).
+
+    A generator over ``ase.io.iread`` (one pass over the file; ASE parses only the frames selected),
+    unlike reading slices ``"a:b"`` one after the other, which rescans the file from its start for
+    every slice. A file of a single-structure format (POSCAR, LAMMPS data) holds structure 0 only.
+    Errors as :func:`read_structures`, raised when reached: structures before a truncation are
+    yielded first. A file without any structure gives nothing (no error).
+    """
+    path = Path(path)
+    if start < 0 or step < 1:
+        raise ValueError(f"start must be >= 0 and step >= 1, got {start}, {step}")
+    if not path.is_file():
+        raise StructureReadError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise StructureReadError(f"{path}: file is empty")
+    fmt = format or detect_format(path)
+    if fmt == PYMATGEN_JSON:
+        yield from read_pymatgen_json(path, f"{start}::{step}")
+        return
+    if ioformats[fmt].single:
+        if start == 0:
+            yield from read_structures(path, 0, fmt)
+        return
+    frames = ase.io.iread(str(path), index=slice(start, None, step), format=fmt, parallel=False)
+    position = start
+    while True:
+        try:
+            atoms = next(frames)
+        except StopIteration:
+            return
+        except Exception as exc:  # as _read_with_ase: ASE raises many types
+            raise StructureReadError(f"{path}: cannot read structure {position} as {fmt!r} (truncated or "
+                                     f"malformed file?): {type(exc).__name__}: {exc}") from exc
+        if len(atoms) == 0:
+            raise StructureReadError(f"{path}: structure {position} has no atoms")
+        yield atoms
+        position += step
 
 
 def read_pymatgen_json(path: str | Path, index: str | int = ":") -> list[Atoms]:

@@ -34,6 +34,9 @@ NORMALISATION_ATTR = "normalisation"
 TOTAL_NDATA_ATTR = "total_ndata"
 # Marker file of an ADIOS2 BP4/BP5 directory.
 BP_INDEX_FILE = "md.idx"
+# A sharded dataset (graph_builders.store.sharded): a directory with this index of its shards.
+SHARD_INDEX_NAME = "shards.json"
+SHARD_INDEX_FORMAT = "hydragnn-ensemble-shards/1"
 
 
 def ndata_attr(split: str) -> str:

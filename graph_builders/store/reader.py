@@ -136,9 +136,12 @@ def _read_rows(engine: adios2.Engine, field: _Field, first: int, count: int) -> 
 
 
 def is_project_dataset(path: str | Path) -> bool:
-    """True when ``path`` is a dataset this project wrote (it carries the store's format attribute):
-    the only thing ``write_dataset`` replaces."""
+    """True when ``path`` is a dataset this project wrote (it carries the store's format attribute,
+    or it is a sharded dataset: a directory whose shard index has the store's format): the only
+    thing ``write_dataset`` and ``build-graphs`` replace."""
     path = Path(path)
+    if (path / L.SHARD_INDEX_NAME).is_file() and not (path / L.BP_INDEX_FILE).is_file():
+        return _is_shard_index(path / L.SHARD_INDEX_NAME)
     if not (path / L.BP_INDEX_FILE).is_file():
         return False
     try:
@@ -149,6 +152,13 @@ def is_project_dataset(path: str | Path) -> bool:
         return L.FORMAT_ATTR in reader.available_attributes()
     finally:
         close_reader(reader, path)
+
+
+def _is_shard_index(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text()).get("format") == L.SHARD_INDEX_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class GraphStore:

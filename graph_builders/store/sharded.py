@@ -35,8 +35,8 @@ from graph_builders.store.facts import DatasetFacts
 from graph_builders.store.facts_cache import fingerprint
 from graph_builders.store.reader import GraphBlock, GraphStore
 
-INDEX_NAME = "shards.json"
-INDEX_FORMAT = "hydragnn-ensemble-shards/1"
+INDEX_NAME = L.SHARD_INDEX_NAME
+INDEX_FORMAT = L.SHARD_INDEX_FORMAT
 MAX_OPEN_SHARDS = 16  # shards kept open at once per process (least recently used closed first)
 
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hydragnn_ensemble.cli.build_checks import (
+    build_metadata,
+    check_heads,
+    errors_path,
+    no_heads_message,
+    report_failures,
+)
+
 NAME = "build-graphs"
 HELP = "Build graphs from atomic structures, grain microstructures or FEM meshes into an ADIOS2 dataset."
 EPILOG = """\
@@ -32,6 +40,26 @@ replaced only when it is a dataset this program wrote.
 A dataset without heads has nothing to train on and is refused (files that hold structures but
 no labels, such as POSCAR or CIF) unless --predict-only says it is for prediction only.
 
+streaming (--shard-size N): graphs are written as they are built, N per shard, into a sharded
+dataset: a directory OUTPUT holding shards.json and the shards (.bp), which train, describe and
+HydraGNN (one loader per shard) read; memory holds one shard's graphs whatever the inputs' size.
+Under `mpiexec -n P hydragnn-ensemble build-graphs ... --shard-size N` each rank builds a share
+(structure i of file f on rank (f + i) mod P) and writes its own shards; without mpiexec it runs in
+one process. It differs from the in-memory build (without --shard-size) in three ways:
+  - the heads and the graphs' attributes are decided from the first --heads-from graphs (default
+    1000) of the inputs (files in order, structures in order), not from all graphs ("the most
+    common layout"); a later structure that does not fit them is a failure, listed as
+    FILE[INDEX] with the reason;
+  - each structure's split comes from a hash of (--seed, the input file path as given, the
+    structure's number) against --fractions: it does not depend on the number of processes or the
+    shard size, and the split sizes are the fractions approximately, not exactly;
+  - there is no check for duplicate structures across the splits.
+A fresh dataset is written beside OUTPUT and moved there when complete. --append adds the new
+graphs as new shards of the sharded dataset at OUTPUT (same heads, attributes, layout, scale and
+cutoff, else an error saying what differs); its index is replaced when the append is complete, so
+shards a crashed append wrote stay out of the dataset (files part-aNNN-* not listed in shards.json,
+which may be deleted). OUTPUT.errors.tsv lists the failures of this run.
+
 exit status: 0 everything built; 1 some files or structures failed, the others were written;
              2 nothing could be built, no labels without --predict-only, an unknown --heads
              name (or a usage error); nothing is written then.
@@ -42,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="input files or directories")
-    parser.add_argument("-o", "--output", required=True, type=Path, help="dataset to write (.bp)")
+    parser.add_argument("-o", "--output", required=True, type=Path,
+                        help="dataset to write (.bp; with --shard-size a directory of shards)")
     parser.add_argument("--scale", required=True, choices=("atomic", "mesoscale", "continuum"),
                         help="what the inputs hold: atomic structures, grain microstructures or FEM meshes")
     parser.add_argument("--cutoff", type=float, default=5.0, help="atomic: neighbour radius in Å (default 5.0)")
@@ -60,7 +89,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "refusing it")
     parser.add_argument("--features", default="", help="continuum: point-data arrays forming x, comma-separated")
     parser.add_argument("--targets", default="", help="continuum: point-data arrays stored as node heads")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes of the in-memory build (default 1); a streaming build runs "
+                             "in parallel under mpiexec instead")
+    parser.add_argument("--shard-size", type=int, default=None, metavar="N",
+                        help="stream: write graphs as they are built, N per shard, into a sharded dataset "
+                             "directory (bounded memory; in parallel under mpiexec -n P); splits drawn per "
+                             "structure, no duplicate check across splits (see below)")
+    parser.add_argument("--append", action="store_true",
+                        help="with --shard-size: add the graphs as new shards of the sharded dataset at OUTPUT")
+    parser.add_argument("--layout", default=None, metavar="NAME",
+                        help="how compactly graphs are stored (graph_builders.store.layouts): hydragnn (the "
+                             "default; HydraGNN reads it as written) or compact (int32 edge_index, edge "
+                             "lengths recomputed on read: about half the bytes, for HydraGNN configs whose "
+                             "layers compute their own edge lengths); with --append the dataset's")
+    parser.add_argument("--heads-from", type=int, default=1000, metavar="N",
+                        help="with --shard-size: decide the heads and graph attributes from the first N "
+                             "graphs (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random train/val/test split")
     parser.add_argument("--fractions", default="0.8,0.1,0.1",
                         help="train,val,test fractions (default 0.8,0.1,0.1); a fourth number adds a calibration "
@@ -85,40 +130,6 @@ def _chosen_heads(args: argparse.Namespace) -> tuple[str, ...] | None:
     if not names:
         raise UserError(f"--heads takes label names, e.g. energy,forces; got {args.heads!r}")
     return names
-
-
-def check_heads(result, chosen: tuple[str, ...] | None) -> None:
-    """UserError when a --heads name is no label of the structures, or could not become a head."""
-    from hydragnn_ensemble.cli import UserError
-
-    if chosen is None:
-        return
-    unknown = [name for name in chosen if name not in result.available]
-    if unknown:
-        labels = ", ".join(sorted(result.available)) or "none"
-        raise UserError(f"--heads: no label {', '.join(map(repr, unknown))} in the structures; "
-                        f"their labels: {labels}")
-    missing = [name for name in chosen if name not in result.heads.names]
-    if missing:
-        why = [note for note in result.notes for name in missing if note.startswith(f"target {name!r} dropped")]
-        raise UserError(f"--heads: {', '.join(map(repr, missing))} cannot be a head: " + "; ".join(why))
-
-
-def no_heads_message(result, scale: str, inputs: list[str]) -> str:
-    """Why a dataset without heads is refused, and how to build it anyway."""
-    where = ", ".join(inputs[:3]) + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else "")
-    if scale == "atomic" and any(note.startswith("target ") for note in result.notes):
-        what = (f"no label is stored alike with every one of the {len(result.graphs)} structures of {where} "
-                "(see the notes above)")
-    elif scale == "atomic":
-        what = (f"no labels in the {len(result.graphs)} structures of {where}: no energy, forces or other "
-                "label is stored with them (a POSCAR or a CIF holds structures only)")
-    elif scale == "mesoscale":
-        what = f"no labels in {where}: no y_<head> arrays in the .npz files"
-    else:
-        what = f"no labels for the meshes of {where}: no --targets named"
-    return (f"{what}, so there is nothing to train on; pass --predict-only to build a dataset for "
-            "prediction only")
 
 
 def parse_units(values: list[str]) -> tuple[tuple[str, str], ...]:
@@ -174,7 +185,7 @@ def paths(args: argparse.Namespace):
     from graph_builders.store import is_project_dataset
     from hydragnn_ensemble.path_guard import CommandPaths, Output
 
-    errors = args.output.with_name(args.output.name + ".errors.tsv")
+    errors = errors_path(args.output)
     return CommandPaths(inputs=tuple(Path(p) for p in args.inputs),
                         outputs=(Output(args.output, "dataset", is_project_dataset),
                                  Output(errors, "errors list", is_errors_file)))
@@ -182,59 +193,93 @@ def paths(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from mpi4py import MPI
 
-    from graph_builders.batch_build import BatchBuildOptions, build_graphs, expand_inputs, write_errors
-    from graph_builders.store import describe, write_dataset
+    from graph_builders.batch_build import BatchBuildOptions, expand_inputs
     from hydragnn_ensemble.cli import UserError
 
     torch.set_num_threads(1)
-    if args.workers < 1:
-        raise UserError(f"--workers must be >= 1, got {args.workers}")
-    if args.cutoff <= 0:
-        raise UserError(f"--cutoff must be > 0, got {args.cutoff}")
-    if args.max_neighbours is not None and args.max_neighbours < 1:
-        raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
-    fractions = parse_fractions(args.fractions)
-    chosen = _chosen_heads(args)
-    options = BatchBuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features), _names(args.targets),
-                                allow_isolated=args.allow_isolated, units=parse_units(args.units), heads=chosen)
-    files = expand_inputs(args.inputs)
-    if not files:
-        raise UserError("no input files found in " + ", ".join(args.inputs))
+    comm = MPI.COMM_WORLD
+    try:
+        if args.workers < 1:
+            raise UserError(f"--workers must be >= 1, got {args.workers}")
+        if args.cutoff <= 0:
+            raise UserError(f"--cutoff must be > 0, got {args.cutoff}")
+        if args.max_neighbours is not None and args.max_neighbours < 1:
+            raise UserError(f"--max-neighbours must be >= 1, got {args.max_neighbours}")
+        _check_mode(args, comm.Get_size())
+        fractions = parse_fractions(args.fractions)
+        chosen = _chosen_heads(args)
+        options = BatchBuildOptions(args.scale, args.cutoff, args.max_neighbours, _names(args.features),
+                                    _names(args.targets), allow_isolated=args.allow_isolated,
+                                    units=parse_units(args.units), heads=chosen)
+        files = expand_inputs(args.inputs)
+        if not files:
+            raise UserError("no input files found in " + ", ".join(args.inputs))
+    except UserError:
+        if comm.Get_rank() != 0:
+            return 2  # rank 0 says why, once
+        raise
+    if args.shard_size is not None:
+        from hydragnn_ensemble.cli.build_stream import run_streaming
+
+        return run_streaming(args, options, files, fractions, comm)
+    return _run_in_memory(args, options, files, fractions, chosen)
+
+
+def _check_mode(args: argparse.Namespace, ranks: int) -> None:
+    """UserError for options of the streaming build without --shard-size, and the reverse."""
+    from hydragnn_ensemble.cli import UserError
+
+    if args.layout is not None:
+        from graph_builders.store.layouts import LAYOUTS
+
+        if args.layout not in LAYOUTS:
+            raise UserError(f"--layout: unknown layout {args.layout!r}; layouts: {', '.join(LAYOUTS)}")
+    if args.shard_size is None:
+        if ranks > 1:
+            raise UserError(f"build-graphs runs under mpiexec ({ranks} processes) only with --shard-size N "
+                            "(the streaming build); without it, run one process (--workers for more)")
+        if args.append:
+            raise UserError("--append adds shards to a sharded dataset: give --shard-size N too")
+        return
+    if args.shard_size < 1:
+        raise UserError(f"--shard-size must be >= 1, got {args.shard_size}")
+    if args.heads_from < 1:
+        raise UserError(f"--heads-from must be >= 1, got {args.heads_from}")
+    if args.workers != 1:
+        raise UserError("--workers applies to the in-memory build; a streaming build (--shard-size) runs in "
+                        "parallel under mpiexec -n P")
+
+
+def _run_in_memory(args: argparse.Namespace, options, files: list[Path], fractions: tuple[float, ...],
+                   chosen: tuple[str, ...] | None) -> int:
+    """Build every graph, then write one dataset file (the default mode)."""
+    from graph_builders.batch_build import build_graphs, write_errors
+    from graph_builders.store import DEFAULT_LAYOUT, describe, write_dataset
+    from hydragnn_ensemble.cli import UserError
 
     result = build_graphs(files, options, workers=args.workers, progress=not args.no_progress)
     output: Path = args.output
-    errors_path = output.with_name(output.name + ".errors.tsv")
+    errors = errors_path(output)
     for note in result.notes:
         print(f"note: {note}")
     if not result.graphs:
         if result.failures:
-            write_errors(errors_path, result.failures)
-        raise UserError(f"no graph could be built from {result.num_files} files; reasons in {errors_path}")
+            write_errors(errors, result.failures)
+        raise UserError(f"no graph could be built from {result.num_files} files; reasons in {errors}")
     check_heads(result, chosen)
     if not result.heads.names and not args.predict_only:
         raise UserError(no_heads_message(result, args.scale, [str(p) for p in args.inputs]))
     if result.failures:
-        write_errors(errors_path, result.failures)
-    elif errors_path.exists():
-        errors_path.unlink()  # a stale list from an earlier run of the same output
+        write_errors(errors, result.failures)
+    elif errors.exists():
+        errors.unlink()  # a stale list from an earlier run of the same output
     good_files = result.files_with_graphs
-    metadata = {"scale": args.scale, "created_by": "build-graphs", "input_files": good_files,
-                "failures": len(result.failures)}
-    if args.scale == "atomic":
-        metadata["cutoff"] = args.cutoff
-        if args.max_neighbours is not None:
-            metadata["max_neighbours"] = args.max_neighbours
+    metadata = build_metadata(args, good_files, len(result.failures))
     splits = split_with_duplicate_check(result.graphs, None, args.seed, fractions)
     write_dataset(output, result.graphs, result.heads, splits=splits, metadata=metadata, seed=args.seed,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, layout=args.layout or DEFAULT_LAYOUT)
     print(f"built {len(result.graphs)} graphs from {good_files} of {result.num_files} files -> {output}")
     print(describe(output))
-    if result.failures:
-        print(f"{len(result.failures)} files or structures failed; reasons in {errors_path}:")
-        for failure in result.failures[:10]:
-            print(f"  {failure.file}: {failure.reason}")
-        if len(result.failures) > 10:
-            print(f"  ... and {len(result.failures) - 10} more")
-        return 1
-    return 0
+    return report_failures(result.failures, errors)
