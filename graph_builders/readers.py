@@ -126,7 +126,9 @@ def read_structures(path: str | Path, index: str | int = ":", format: str | None
 def _read_with_ase(path: Path, index: str | int, fmt: str) -> list[Atoms]:
     """``ase.io.read`` of ``path`` as ``fmt``, every failure a StructureReadError naming the file."""
     try:
-        result = ase.io.read(str(path), index=index, format=fmt)
+        # parallel=False: under MPI every rank reads for itself (ASE's default reads on rank 0 and
+        # broadcasts, a collective call that hangs when the ranks read different files)
+        result = ase.io.read(str(path), index=index, format=fmt, parallel=False)
     except Exception as exc:  # ASE raises many types (ValueError, IndexError, StopIteration, ...)
         raise StructureReadError(
             f"{path}: cannot read as {fmt!r} (truncated or malformed file?): "
