@@ -18,6 +18,7 @@ number of inputs (an input that is neither a dataset nor an extxyz file is read 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,7 @@ class ScreenResult:
     chunks: int
     ranks: int
     largest_chunk: int
+    seconds: float = 0.0  # rank 0: from planning to the merged files (start-up and loading excluded)
 
 
 def _rank_size(comm: Any) -> tuple[int, int]:
@@ -209,6 +211,7 @@ def screen(predictor: EnsemblePredictor, paths: list[str | os.PathLike], output:
     :class:`ScreenError` on every rank when the run fails (nothing written)."""
     output = Path(output)
     rank, size = _rank_size(comm)
+    start = time.perf_counter()
     plan, parts = _setup(paths, output, chunk_size, comm)
     try:
         report, unexpected = _own_chunks(predictor, plan, parts, forces_out is not None, comm, progress)
@@ -242,6 +245,7 @@ def screen(predictor: EnsemblePredictor, paths: list[str | os.PathLike], output:
                 merge_rows(parts, size, layouts[0].header(labelled), layouts[0].keep(labelled), output)
             if result.forces_out is not None:
                 merge_frames(parts, size, result.forces_out)
+        result.seconds = time.perf_counter() - start
         return result
     finally:
         if rank == 0:

@@ -117,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Any, predictor: Any) -> None:
-    print(f"{result.predicted} structure(s) predicted by {predictor.num_members} member(s) -> {result.output}")
+    rate = f" ({result.predicted / result.seconds:.1f}/s)" if result.seconds > 0 else ""
+    print(f"{result.predicted} structure(s) predicted by {predictor.num_members} member(s) in {result.seconds:.1f} s"
+          f"{rate} -> {result.output}")
     if result.ranks > 1:
         print(f"  on {result.ranks} MPI ranks: {result.chunks} chunk(s) of at most {result.largest_chunk} "
               "structure(s) each, merged in input order")
