@@ -160,6 +160,12 @@ def _own_chunks(predictor: EnsemblePredictor, plan: InputPlan, parts: Path, fram
     rank, size = _rank_size(comm)
     mine = range(rank, len(plan.chunks), size)
     report = RankReport()
+    try:
+        writer = PartWriter(parts, rank)
+    except OSError as exc:
+        report.failure = (f"rank {rank} cannot write its partial files in {parts} (the output's directory must "
+                          f"be one every rank sees): {exc}")
+        return report, None
     bar = None
     if progress and rank == 0:
         from tqdm import tqdm
@@ -167,7 +173,7 @@ def _own_chunks(predictor: EnsemblePredictor, plan: InputPlan, parts: Path, fram
         bar = tqdm(total=sum(plan.chunk_units(c) for c in mine), unit="structure",
                    desc="predict" if size == 1 else f"predict (rank 0 of {size})")
     try:
-        with ChunkReader(plan, predictor) as reader, PartWriter(parts, rank) as writer:
+        with ChunkReader(plan, predictor) as reader, writer:
             for c in mine:
                 items, bad = reader.read(plan.chunks[c])
                 writer.write_bad(bad)
