@@ -1,10 +1,15 @@
 """Turn input files into graphs for the ensemble, keeping the good ones and listing the bad ones.
 
 Inputs are any structure file ASE reads (extxyz, CIF, POSCAR, ...; a file may hold several
-structures) and ADIOS2 datasets (``.bp``, any scale: atoms, grains, meshes built by
-``build-graphs``/``demo-data``; every split is read). A file that cannot be read, a structure that
-cannot become a graph, or a graph without the inputs the members need is a :class:`BadInput`
-naming the file, the structure index and the reason; everything else is predicted.
+structures) and ADIOS2 datasets (``.bp`` or a sharded dataset directory, any scale: atoms, grains,
+meshes built by ``build-graphs``/``demo-data``; every split is read). A file that cannot be read, a
+structure that cannot become a graph, or a graph without the inputs the members need is a
+:class:`BadInput` naming the file, the structure index and the reason; everything else is predicted.
+
+The inputs are planned first (:mod:`ensemble.input_plan`: what they hold, cut into chunks) and a
+:class:`ChunkReader` reads one chunk at a time: a dataset's graphs in one block read, an extxyz
+file's frames from their own bytes (a frame that cannot be parsed is listed alone, its neighbours
+still read), any other file whole. :func:`load_inputs` reads everything as one chunk.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import numpy as np
 from torch_geometric.data import Data
 
 from graph_builders.schema import HeadRegistry, HeadSpec, energy_unit
+from ensemble.input_plan import BadInput, InputPlan, Piece, Position, Source, plan_inputs
 from ensemble.predictor import EnsemblePredictor, PredictionError
+
+__all__ = ["BadInput", "ChunkReader", "InputItem", "check_graph", "in_head_unit", "load_inputs"]
 
 
 @dataclass
@@ -35,19 +43,7 @@ class InputItem:
     #: reference values the input carries for the ensemble's heads, in each head's unit
     #: ([1, dim] graph head, [N, dim] node head): the file's labels or the dataset's targets
     labels: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-@dataclass
-class BadInput:
-    """An input that could not be predicted, and why."""
-
-    source: str
-    index: str | None
-    reason: str
-
-    def describe(self) -> str:
-        where = self.source if self.index is None else f"{self.source}[{self.index}]"
-        return f"{where}: {self.reason}"
+    position: Position = (0, 0, 0)  # (input, split, index): the order of the output rows
 
 
 def check_graph(predictor: EnsemblePredictor, graph: Data) -> None:
@@ -130,61 +126,142 @@ def _atoms_of_graph(graph: Data) -> Any | None:
     return Atoms(numbers=z.numpy(), positions=graph.pos.numpy(), cell=cell, pbc=pbc)
 
 
-def _from_dataset(path: Path, predictor: EnsemblePredictor, good: list[InputItem], bad: list[BadInput]) -> None:
-    from graph_builders.store import open_dataset
+class ChunkReader:
+    """Reads the chunks of an :class:`~ensemble.input_plan.InputPlan` into graphs (datasets stay
+    open between chunks; :meth:`close` closes them)."""
 
-    try:
-        store = open_dataset(path)
-    except (ValueError, OSError, RuntimeError) as exc:
-        bad.append(BadInput(str(path), None, f"cannot open dataset: {exc}"))
-        return
-    with store:
-        for split in store.split_names:
-            for i in range(store.num_graphs(split)):
-                index = f"{split}:{i}"
+    def __init__(self, plan: InputPlan, predictor: EnsemblePredictor) -> None:
+        self.plan = plan
+        self.predictor = predictor
+        self._stores: dict[int, Any] = {}
+
+    def __enter__(self) -> "ChunkReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+    def read(self, chunk: list[Piece]) -> tuple[list[InputItem], list[BadInput]]:
+        """The graphs of ``chunk``'s structures and its bad ones, both in input order."""
+        good: list[InputItem] = []
+        bad: list[BadInput] = []
+        for piece in chunk:
+            source = self.plan.sources[piece.source]
+            if source.kind == "dataset":
+                self._dataset_piece(piece, source, good, bad)
+            elif source.kind == "frames":
+                self._frames_piece(piece, source, good, bad)
+            else:
+                self._file_piece(piece, source, good, bad)
+        return good, bad
+
+    # -- datasets --------------------------------------------------------------------------------
+    def _store(self, piece: Piece, source: Source) -> Any:
+        from graph_builders.store import open_dataset
+
+        if piece.source not in self._stores:
+            self._stores[piece.source] = open_dataset(source.path)
+        return self._stores[piece.source]
+
+    def _dataset_piece(self, piece: Piece, source: Source, good: list[InputItem], bad: list[BadInput]) -> None:
+        split = source.splits[piece.split]
+        try:
+            store = self._store(piece, source)
+            graphs: list[Data | Exception] = list(store.read_range(split, piece.start, piece.stop))
+        except (ValueError, OSError, RuntimeError):  # find the graphs that cannot be read, one by one
+            graphs = []
+            for i in range(piece.start, piece.stop):
                 try:
-                    graph = store.get(split, i)
-                    check_graph(predictor, graph)
+                    graphs.append(self._store(piece, source).get(split, i))
                 except (ValueError, OSError, RuntimeError) as exc:
-                    bad.append(BadInput(str(path), index, str(exc)))
-                    continue
-                z = getattr(graph, "z", None)
-                formula = _formula(z.numpy()) if z is not None else ""
-                name = str(getattr(graph, "name", "") or formula or index)
-                good.append(InputItem(str(path), index, name, formula, graph.num_nodes, graph,
-                                      _atoms_of_graph(graph), _dataset_labels(graph, store.heads, predictor.heads)))
+                    graphs.append(exc)
+        for i, graph in zip(range(piece.start, piece.stop), graphs):
+            index, position = f"{split}:{i}", (piece.source, piece.split, i)
+            try:
+                if isinstance(graph, Exception):
+                    raise graph
+                check_graph(self.predictor, graph)
+            except (ValueError, OSError, RuntimeError) as exc:
+                bad.append(BadInput(source.path, index, str(exc), position))
+                continue
+            z = getattr(graph, "z", None)
+            formula = _formula(z.numpy()) if z is not None else ""
+            name = str(getattr(graph, "name", "") or formula or index)
+            good.append(InputItem(source.path, index, name, formula, graph.num_nodes, graph, _atoms_of_graph(graph),
+                                  _dataset_labels(graph, self._store(piece, source).heads, self.predictor.heads),
+                                  position))
 
+    # -- structure files -------------------------------------------------------------------------
+    def _frames_piece(self, piece: Piece, source: Source, good: list[InputItem], bad: list[BadInput]) -> None:
+        from graph_builders.xyz_frames import parse_frames, read_bytes, split_frames
 
-def _from_structures(path: Path, predictor: EnsemblePredictor, good: list[InputItem], bad: list[BadInput]) -> None:
-    from graph_builders.readers import StructureReadError, read_structures
+        path, fmt = source.path, source.fmt or "extxyz"
+        try:
+            data = read_bytes(path, piece.byte_start, piece.byte_stop)
+        except OSError as exc:
+            bad.append(BadInput(path, f"{piece.start}:{piece.stop}", f"cannot read: {exc}",
+                                (piece.source, 0, piece.start)))
+            return
+        try:
+            structures: list[Any] = parse_frames(data, fmt)
+            if len(structures) != piece.units:
+                raise ValueError(f"{len(structures)} structure(s) where {piece.units} frame(s) were found")
+        except Exception:  # ASE raises many types: parse frame by frame to name the bad ones
+            structures = []
+            for frame in split_frames(data):
+                try:
+                    structures += parse_frames(frame, fmt) or [ValueError("an empty frame")]
+                except Exception as exc:
+                    structures.append(exc)
+        for k, atoms in zip(range(piece.start, piece.stop), structures):
+            if isinstance(atoms, Exception):
+                bad.append(BadInput(path, str(k), f"cannot read as {fmt!r} (malformed frame?): "
+                                    f"{type(atoms).__name__}: {atoms}", (piece.source, 0, k)))
+            else:
+                self._structure(path, k, (piece.source, 0, k), atoms, good, bad)
 
-    try:
-        structures = read_structures(path)
-    except StructureReadError as exc:
-        bad.append(BadInput(str(path), None, str(exc).removeprefix(f"{path}: ")))
-        return
-    for k, atoms in enumerate(structures):
+    def _file_piece(self, piece: Piece, source: Source, good: list[InputItem], bad: list[BadInput]) -> None:
+        from graph_builders.readers import StructureReadError, read_structures
+
+        try:
+            structures = read_structures(source.path, ":", source.fmt)
+        except StructureReadError as exc:
+            bad.append(BadInput(source.path, None, str(exc).removeprefix(f"{source.path}: "), (piece.source, 0, -1)))
+            return
+        for k, atoms in enumerate(structures):
+            self._structure(source.path, k, (piece.source, 0, k), atoms, good, bad)
+
+    def _structure(self, path: str, k: int, position: Position, atoms: Any, good: list[InputItem],
+                   bad: list[BadInput]) -> None:
+        if len(atoms) == 0:
+            bad.append(BadInput(path, str(k), "structure has no atoms", position))
+            return
         formula = atoms.get_chemical_formula(mode="metal")
         try:
-            graph = predictor.build_graph(atoms, name=formula)
-            check_graph(predictor, graph)
+            graph = self.predictor.build_graph(atoms, name=formula)
+            check_graph(self.predictor, graph)
         except ValueError as exc:  # InvalidStructureError, PredictionError
-            bad.append(BadInput(str(path), str(k), str(exc)))
-            continue
-        good.append(InputItem(str(path), str(k), formula, formula, len(atoms), graph, atoms,
-                              _file_labels(atoms, predictor.heads)))
+            bad.append(BadInput(path, str(k), str(exc), position))
+            return
+        good.append(InputItem(path, str(k), formula, formula, len(atoms), graph, atoms,
+                              _file_labels(atoms, self.predictor.heads), position))
 
 
 def load_inputs(paths: list[str | os.PathLike], predictor: EnsemblePredictor) -> tuple[list[InputItem], list[BadInput]]:
-    """Graphs of every structure in ``paths`` (built once, at the ensemble's cutoff), and the bad ones."""
+    """Graphs of every structure in ``paths`` (built once, at the ensemble's cutoff), and the bad
+    ones, both in input order (everything in memory at once: ``predict`` reads in chunks)."""
+    plan = plan_inputs(paths)
     good: list[InputItem] = []
-    bad: list[BadInput] = []
-    for p in paths:
-        path = Path(p)
-        if not path.exists():
-            bad.append(BadInput(str(path), None, "no such file"))
-        elif path.suffix == ".bp":
-            _from_dataset(path, predictor, good, bad)
-        else:
-            _from_structures(path, predictor, good, bad)
+    bad = list(plan.bad)
+    with ChunkReader(plan, predictor) as reader:
+        for chunk in plan.chunks:
+            items, wrong = reader.read(chunk)
+            good += items
+            bad += wrong
+    bad.sort(key=lambda b: b.position)
     return good, bad

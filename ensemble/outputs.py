@@ -20,8 +20,12 @@ means and stds in the frame's info.
 from __future__ import annotations
 
 import csv
+import io
 import os
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,11 +78,12 @@ def _value(prediction: EnsemblePrediction, head: str, field: str, row: int, c: i
     return float(hp.parts[field.removesuffix("_std")][row, c])
 
 
-def _reference_columns(items: list[InputItem], prediction: EnsemblePrediction) -> list[tuple[str, str, str, int]]:
-    """(column, head, field, component) for the heads some input carries a label for."""
+def _reference_columns(prediction: EnsemblePrediction, labelled: Collection[str] | None = None
+                       ) -> list[tuple[str, str, str, int]]:
+    """(column, head, field, component) for the heads in ``labelled`` (None: every head)."""
     cols = []
     for name, hp in prediction.heads.items():
-        if not any(name in item.labels for item in items):
+        if labelled is not None and name not in labelled:
             continue
         if hp.head.level == "node":
             cols.append((f"{name}_mae", name, "mae", 0))
@@ -103,12 +108,21 @@ def _reference_cell(item: InputItem, prediction: EnsemblePrediction, row: int, h
 def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int]]:
     """Per head with labels: the MAE of the ensemble mean against them (over structures, atoms and
     components) and how many structures carried one."""
+    return {name: (abs_sum / count, structures)
+            for name, (abs_sum, count, structures) in reference_sums(items, prediction).items()}
+
+
+def reference_sums(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int, int]]:
+    """Per head with labels: the sum of ``|mean - label|`` over structures, atoms and components, the
+    number of values summed and of structures that carried a label (what :func:`reference_errors`
+    divides; sums of several chunks add up)."""
     out = {}
     for name in prediction.heads:
         errors = [np.abs(prediction.heads[name].mean[prediction.rows(name, row)] - item.labels[name]).ravel()
                   for row, item in enumerate(items) if name in item.labels]
         if errors:
-            out[name] = (float(np.concatenate(errors).mean()), len(errors))
+            values = np.concatenate(errors)
+            out[name] = (float(values.sum()), int(values.size), len(errors))
     return out
 
 
@@ -121,60 +135,115 @@ def _domain_cells(prediction: EnsemblePrediction, row: int) -> list[str]:
     return cells
 
 
+@dataclass
+class CsvLayout:
+    """The predictions CSV's columns for an ensemble. A row's cells (:meth:`cells`) hold the reference
+    columns of every head; the file keeps those of the heads some input carries a label for
+    (:meth:`header`, :meth:`keep`), which is known only once every row is made."""
+
+    values: list[tuple[str, str, str, int]]
+    references: list[tuple[str, str, str, int]]
+    domain: list[str]
+
+    @classmethod
+    def of(cls, prediction: EnsemblePrediction) -> "CsvLayout":
+        domain = (["latent_distance"] if any(hp.distance is not None for hp in prediction.heads.values()
+                                             if hp.head.level == "graph") else [])
+        if prediction.in_domain is not None:
+            domain += ["in_domain", "domain_reasons"]
+        return cls(_columns(prediction), _reference_columns(prediction), domain)
+
+    def cells(self, item: InputItem, prediction: EnsemblePrediction, row: int) -> list[str]:
+        """Every cell of ``item``'s row (reference cells of every head)."""
+        return ([item.source, item.index, item.name, item.formula, str(item.num_nodes)] +
+                [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in self.values] +
+                [_reference_cell(item, prediction, row, h, f, c) for _, h, f, c in self.references] +
+                _domain_cells(prediction, row))
+
+    def keep(self, labelled: Collection[str]) -> list[int]:
+        """Which of :meth:`cells` the file keeps when the heads ``labelled`` carry labels."""
+        lead = len(LEADING_COLUMNS) + len(self.values)
+        refs = [lead + j for j, (_, head, _, _) in enumerate(self.references) if head in labelled]
+        tail = lead + len(self.references)
+        return list(range(lead)) + refs + list(range(tail, tail + len(self.domain)))
+
+    def header(self, labelled: Collection[str]) -> list[str]:
+        return (list(LEADING_COLUMNS) + [c[0] for c in self.values] +
+                [c[0] for c in self.references if c[1] in labelled] + self.domain)
+
+
+def labelled_heads(items: Iterable[InputItem]) -> set[str]:
+    """The heads some of ``items`` carries a label for."""
+    return {name for item in items for name in item.labels}
+
+
 def write_predictions_csv(items: list[InputItem], prediction: EnsemblePrediction,
                           path: str | os.PathLike) -> Path:
     """The per-structure table (atomic write: temporary file + rename)."""
     path = Path(path)
-    cols = _columns(prediction)
-    refs = _reference_columns(items, prediction)
+    layout = CsvLayout.of(prediction)
+    labelled = labelled_heads(items)
+    keep = layout.keep(labelled)
     tmp = path.with_name(path.name + ".tmp")
-    domain_header = (["latent_distance"] if any(hp.distance is not None for hp in prediction.heads.values()
-                                                 if hp.head.level == "graph") else [])
-    if prediction.in_domain is not None:
-        domain_header += ["in_domain", "domain_reasons"]
     with open(tmp, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(list(LEADING_COLUMNS) + [c[0] for c in cols] + [c[0] for c in refs] + domain_header)
+        writer.writerow(layout.header(labelled))
         for row, item in enumerate(items):
-            writer.writerow([item.source, item.index, item.name, item.formula, item.num_nodes] +
-                            [f"{_value(prediction, h, f, row, c):.6g}" for _, h, f, c in cols] +
-                            [_reference_cell(item, prediction, row, h, f, c) for _, h, f, c in refs] +
-                            _domain_cells(prediction, row))
+            cells = layout.cells(item, prediction, row)
+            writer.writerow([cells[j] for j in keep])
     os.replace(tmp, path)
     return path
+
+
+def node_heads(prediction: EnsemblePrediction) -> list[str]:
+    """The node-level heads (what the per-atom extxyz holds)."""
+    return [n for n, hp in prediction.heads.items() if hp.head.level == "node"]
+
+
+def node_frame(item: InputItem, prediction: EnsemblePrediction, row: int) -> Any | None:
+    """``item``'s structure with its node-head means and stds as per-atom arrays (and the graph
+    heads' in its info); None when the input has no atomic structure."""
+    if item.atoms is None:
+        return None
+    atoms = item.atoms.copy()
+    atoms.calc = None
+    atoms.info = {"source": item.source, "index": item.index, "name": item.name}
+    if prediction.in_domain is not None:
+        atoms.info["in_domain"] = bool(prediction.in_domain[row])
+    for head in node_heads(prediction):
+        hp = prediction.heads[head]
+        rows = prediction.rows(head, row)
+        atoms.set_array(f"{head}_mean", hp.mean[rows].astype(float))
+        atoms.set_array(f"{head}_std", hp.std[rows].astype(float))
+        if hp.in_domain is not None:
+            atoms.set_array(f"{head}_in_domain", hp.in_domain[rows].astype(bool))
+    for name, hp in prediction.heads.items():
+        if hp.head.level == "graph":
+            atoms.info[f"{name}_mean"] = hp.mean[row].tolist() if hp.head.dim > 1 else float(hp.mean[row, 0])
+            atoms.info[f"{name}_std"] = hp.std[row].tolist() if hp.head.dim > 1 else float(hp.std[row, 0])
+    return atoms
+
+
+def frame_text(atoms: Any) -> str:
+    """One structure as extxyz text (written on this process alone, not only on MPI rank 0)."""
+    import ase.io
+
+    buffer = io.StringIO()
+    ase.io.write(buffer, atoms, format="extxyz", parallel=False)
+    return buffer.getvalue()
 
 
 def write_node_extxyz(items: list[InputItem], prediction: EnsemblePrediction,
                       path: str | os.PathLike) -> Path | None:
     """Per-atom node-head means and stds as extxyz arrays; None when there is no node head."""
-    import ase.io
-
-    node_heads = [n for n, hp in prediction.heads.items() if hp.head.level == "node"]
-    if not node_heads:
+    if not node_heads(prediction):
         return None
     path = Path(path)
-    frames = []
-    for row, item in enumerate(items):
-        if item.atoms is None:
-            continue
-        atoms = item.atoms.copy()
-        atoms.calc = None
-        atoms.info = {"source": item.source, "index": item.index, "name": item.name}
-        if prediction.in_domain is not None:
-            atoms.info["in_domain"] = bool(prediction.in_domain[row])
-        for head in node_heads:
-            hp = prediction.heads[head]
-            rows = prediction.rows(head, row)
-            atoms.set_array(f"{head}_mean", hp.mean[rows].astype(float))
-            atoms.set_array(f"{head}_std", hp.std[rows].astype(float))
-            if hp.in_domain is not None:
-                atoms.set_array(f"{head}_in_domain", hp.in_domain[rows].astype(bool))
-        for name, hp in prediction.heads.items():
-            if hp.head.level == "graph":
-                atoms.info[f"{name}_mean"] = hp.mean[row].tolist() if hp.head.dim > 1 else float(hp.mean[row, 0])
-                atoms.info[f"{name}_std"] = hp.std[row].tolist() if hp.head.dim > 1 else float(hp.std[row, 0])
-        frames.append(atoms)
     tmp = path.with_name(path.name + ".tmp")
-    ase.io.write(tmp, frames, format="extxyz")
+    with open(tmp, "w") as fh:
+        for row, item in enumerate(items):
+            atoms = node_frame(item, prediction, row)
+            if atoms is not None:
+                fh.write(frame_text(atoms))
     os.replace(tmp, path)
     return path
