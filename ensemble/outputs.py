@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -100,15 +101,29 @@ def _reference_cell(item: InputItem, prediction: EnsemblePrediction, row: int, h
     return f"{float(label[0, c]):.6g}" if field == "ref" else f"{float(mean[0, c] - label[0, c]):.6g}"
 
 
-def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int]]:
-    """Per head with labels: the MAE of the ensemble mean against them (over structures, atoms and
-    components) and how many structures carried one."""
+@dataclass(frozen=True)
+class ReferenceError:
+    """A head's MAE against the labels the inputs carry (over structures, atoms and components), the
+    structures that carried one, and for an energy the MAE per atom (in the head's unit per atom)."""
+
+    mae: float
+    count: int
+    mae_per_atom: float | None = None
+
+
+def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, ReferenceError]:
+    """Per head with labels: its :class:`ReferenceError` (:func:`ensemble.accuracy.error_stats`)."""
+    from ensemble.accuracy import error_stats
+
     out = {}
-    for name in prediction.heads:
-        errors = [np.abs(prediction.heads[name].mean[prediction.rows(name, row)] - item.labels[name]).ravel()
-                  for row, item in enumerate(items) if name in item.labels]
-        if errors:
-            out[name] = (float(np.concatenate(errors).mean()), len(errors))
+    for name, hp in prediction.heads.items():
+        rows = [(row, item) for row, item in enumerate(items) if name in item.labels]
+        if not rows:
+            continue
+        mean = np.concatenate([hp.mean[prediction.rows(name, row)] for row, _ in rows])
+        labels = np.concatenate([item.labels[name].reshape(-1, hp.head.dim) for _, item in rows])
+        stats = error_stats(hp.head, labels, mean, np.array([item.num_nodes for _, item in rows]))
+        out[name] = ReferenceError(stats.mae, len(rows), stats.mae_per_atom)
     return out
 
 

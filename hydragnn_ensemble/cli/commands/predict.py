@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from graph_builders.atomic import atoms_to_graph
+    from graph_builders.schema import MEV_PER_ATOM, in_mev_per_atom
     from hydragnn_ensemble.cli import UserError
     from ensemble.predictor import EnsemblePredictor
     from ensemble.inputs import load_inputs
@@ -72,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
     prediction = predictor.predict_graphs([item.graph for item in items])
     write_predictions_csv(items, prediction, args.output)
     print(f"{len(items)} structure(s) predicted by {predictor.num_members} member(s) -> {args.output}")
-    for head, (mae, count) in reference_errors(items, prediction).items():
+    for head, error in reference_errors(items, prediction).items():
         unit = predictor.heads[head].unit
-        print(f"  {head}: MAE {mae:.4g}{' ' + unit if unit else ''} against the labels of {count} input structure(s) "
+        per_atom = ("" if error.mae_per_atom is None else
+                    f" ({in_mev_per_atom(error.mae_per_atom, unit):.4g} {MEV_PER_ATOM})")
+        print(f"  {head}: MAE {error.mae:.4g}{' ' + unit if unit else ''}{per_atom} against the labels of "
+              f"{error.count} input structure(s) "
               f"(columns {head}_ref/_error{'' if predictor.heads[head].level == 'graph' else ', _mae'})")
     if prediction.in_domain is not None and not prediction.in_domain.all():
         outside = [k for k, inside in enumerate(prediction.in_domain) if not inside]
