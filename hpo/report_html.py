@@ -5,7 +5,7 @@ styles and the few lines of script are inline. Sections: the summary (counts, be
 utilisation, the cost model's error), the top trials (a table whose columns sort on click), the
 search trajectory, parallel coordinates and slot usage (Gantt), the learning curves (trials stopped early marked), the
 hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
-directory is given, its members, parity plot with error bars and calibration curve.
+directory is given, its members, parity plots (MAE and R² printed) and calibration curves.
 
 Every number in a table is rounded to significant digits (:mod:`hpo.number_format`); the trials
 table has each head's validation MAE, an energy per atom in meV/atom (:mod:`hpo.head_columns`),
@@ -211,7 +211,7 @@ def _ensemble_section(ensemble_dir: Path) -> str:
     parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
              _table(["trial", "weight", "objective"], rows)]
     for png in sorted((ensemble_dir / "calibration").glob("*.png")):
-        kind = "parity plot with error bars" if png.name.startswith("parity") else "calibration curve"
+        kind = "parity plot (MAE, R²)" if png.name.startswith("parity") else "calibration curve"
         parts.append(_figure_html(png, f"{kind}: {png.stem}"))
     return "".join(parts)
 
