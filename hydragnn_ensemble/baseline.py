@@ -30,8 +30,9 @@ import numpy as np
 
 from graph_builders.schema import HeadRegistry, HeadSpec, energy_unit
 
-#: graphs per read
+#: graphs per read, and nodes per read (a larger graph is read alone): what one read holds
 BLOCK = 4096
+BLOCK_NODES = 1_000_000
 #: columns of the element-count matrix (atomic numbers 0..118)
 NUM_ELEMENTS = 119
 COMPOSITION = "composition-linear"
@@ -109,12 +110,10 @@ class _NormalEquations:
     def __init__(self) -> None:
         self.gram = np.zeros((NUM_ELEMENTS, NUM_ELEMENTS))
         self.rhs = np.zeros(NUM_ELEMENTS)
-        self.rows = 0
 
     def add(self, design: np.ndarray, y: np.ndarray) -> None:
         self.gram += design.T @ design
         self.rhs += design.T @ y
-        self.rows += len(y)
 
     def solve(self) -> dict[int, float]:
         """The coefficient of each column some row has (by column: the atomic number), least
@@ -141,12 +140,16 @@ def _design(counts: np.ndarray, per_atom: bool) -> np.ndarray:
 
 
 def _blocks(store, split: str, keys: list[str]):
-    """``(block, atoms per graph)`` over ``split`` in blocks of :data:`BLOCK` graphs."""
+    """``(block, atoms per graph)`` over ``split``: at most :data:`BLOCK` graphs and (unless one
+    graph has more) :data:`BLOCK_NODES` nodes per read."""
     n = store.num_graphs(split)
-    for start in range(0, n, BLOCK):
-        stop = min(n, start + BLOCK)
-        atoms = np.asarray(store.graph_sizes(split, start, stop)[0], dtype=np.int64)
-        yield store.read_block(split, start, stop, keys) if keys else None, atoms
+    nodes = np.asarray(store.graph_sizes(split, 0, n)[0], dtype=np.int64)
+    start = 0
+    while start < n:
+        within = np.searchsorted(np.cumsum(nodes[start:start + BLOCK]), BLOCK_NODES, side="right")
+        stop = start + max(1, int(within))
+        yield store.read_block(split, start, stop, keys), nodes[start:stop]
+        start = stop
 
 
 def _targets(block, head: HeadSpec) -> np.ndarray:

@@ -69,7 +69,8 @@ def _emt_cell(rng: np.random.Generator, repeat: tuple[int, int, int], symbols: l
 
 def test_total_energies_of_cells_of_several_sizes_read_in_blocks(tmp_path, monkeypatch):
     """Counts (not fractions) for a total; the MAE per atom is mean(|error| / atoms); an element only
-    the scored split has gets no reference energy; blocks of 3 graphs give the single-read figures."""
+    the scored split has gets no reference energy; reads of at most 3 graphs and 10 atoms give the
+    figures of one read."""
     rng = np.random.default_rng(4)
     repeats = [(1, 1, 1), (2, 1, 1), (2, 2, 1), (1, 1, 2)]
     graphs = [_emt_cell(rng, repeats[k % 4], ["Cu", "Ni", "Pd"]) for k in range(22)]
@@ -80,6 +81,7 @@ def test_total_energies_of_cells_of_several_sizes_read_in_blocks(tmp_path, monke
                          splits={"trainset": range(22), "valset": range(22, 30), "testset": [30]})
     whole = fit_baselines(path, "valset")
     monkeypatch.setattr(baseline, "BLOCK", 3)
+    monkeypatch.setattr(baseline, "BLOCK_NODES", 10)  # 16-atom cells are read alone
     found = fit_baselines(path, "valset")
     assert found.heads["energy"].mae == pytest.approx(whole.heads["energy"].mae, rel=1e-12)
 
