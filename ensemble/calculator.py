@@ -23,11 +23,19 @@ and, when the ensemble stores its applicability domain, ``in_domain`` (bool), ``
 (why not), ``latent_distance`` (about 1 in distribution) and ``forces_in_domain`` [N].
 
 Settings live in ``calc.parameters`` (``calc.set(...)`` changes them): ``energy_head`` (see above)
-and ``on_out_of_domain``: ``"ignore"`` (default: the results say it), ``"warn"`` (a warning too) or
-``"raise"``: :class:`OutOfDomainError` from the calculation, which stops a molecular dynamics run
-or an optimisation the moment it leaves the domain. The results of that step are kept in
-``calc.results`` to be read, but the calculator does not count them as calculated: asking for a
-property of the same structure again raises again.
+and ``on_out_of_domain``, what happens when a structure is outside the applicability domain:
+
+* ``"warn"`` (default): an :class:`OutOfDomainWarning` when a structure *leaves* the domain, once:
+  at its first calculation outside (the message says which calculation of that structure it is:
+  an optimiser's or a molecular dynamics run's step is its calculation minus one), not again while
+  it stays outside, again if it comes back and leaves once more. A structure is one ``Atoms``
+  object with its atoms (a new object, or atoms added or removed, is a new structure);
+* ``"raise"``: :class:`OutOfDomainError` from the calculation, which stops an ASE optimiser or a
+  molecular dynamics run at the step that leaves the domain (``opt.run()`` raises it: catch it to
+  keep the geometry where it left). The results of that step are kept in ``calc.results`` to be
+  read, but the calculator does not count them as calculated: asking for a property of the same
+  structure again raises again;
+* ``"ignore"``: only the results say it (``in_domain``, ``domain_reasons``).
 """
 
 from __future__ import annotations
@@ -52,10 +60,12 @@ class OutOfDomainError(RuntimeError):
 
 
 class OutOfDomainWarning(UserWarning):
-    """A structure outside the ensemble's applicability domain, with ``on_out_of_domain="warn"``."""
+    """A structure left the ensemble's applicability domain, with ``on_out_of_domain="warn"``."""
 
 
 ON_OUT_OF_DOMAIN: tuple[str, ...] = ("ignore", "warn", "raise")
+DEFAULT_ON_OUT_OF_DOMAIN = "warn"
+
 
 def _find(heads: HeadRegistry, level: str, dim: int, preferred: Sequence[str]) -> str | None:
     for name in preferred:
@@ -74,7 +84,7 @@ class EnsembleCalculator(Calculator):
     """ASE calculator for an ensemble directory (see the module docstring)."""
 
     implemented_properties: list[str] = []
-    default_parameters: dict[str, Any] = {"energy_head": None, "on_out_of_domain": "ignore"}
+    default_parameters: dict[str, Any] = {"energy_head": None, "on_out_of_domain": DEFAULT_ON_OUT_OF_DOMAIN}
 
     def __init__(self, ensemble_dir: str | os.PathLike | None = None, *,
                  predictor: EnsemblePredictor | None = None, devices: Sequence[str] | None = None,
@@ -86,15 +96,29 @@ class EnsembleCalculator(Calculator):
         self.predictor = predictor
         self.potential_mode = any(m.potential_mode for m in predictor.manifest.members)
         self._refused: tuple | None = None  # the structure last refused as out of domain
+        self._structure: tuple | None = None  # the structure calculated last (see _follow)
+        self._calculations = 0  # calculations of that structure
+        self._outside = False  # its last calculation was outside the domain
         super().__init__(**kwargs)
         self._resolve_heads()
 
     def set(self, **kwargs: Any) -> dict:
-        """Change settings (``energy_head``, ``on_out_of_domain``); clears the results."""
+        """Change settings (``energy_head``, ``on_out_of_domain``); clears the results, and a new
+        ``on_out_of_domain`` starts every structure afresh (the next one outside warns)."""
         changed = super().set(**kwargs)
         if changed and hasattr(self, "predictor"):
             self._resolve_heads()
+        if "on_out_of_domain" in changed:
+            self._structure, self._outside = None, False
         return changed
+
+    def _follow(self, atoms) -> int:
+        """Count this calculation for ``atoms``' structure (see the module docstring); its number."""
+        key = (id(atoms), atoms.numbers.tobytes())
+        if key != self._structure:
+            self._structure, self._calculations, self._outside = key, 0, False
+        self._calculations += 1
+        return self._calculations
 
     def _resolve_heads(self) -> None:
         heads = self.predictor.heads
@@ -134,6 +158,7 @@ class EnsembleCalculator(Calculator):
         self.implemented_properties = props
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes) -> None:
+        calculation = self._follow(atoms if atoms is not None else self.atoms)
         super().calculate(atoms, properties, system_changes)
         self._refused = None
         n = len(self.atoms)
@@ -164,8 +189,10 @@ class EnsembleCalculator(Calculator):
             results["in_domain"] = bool(pred.in_domain[0])
             results["domain_reasons"] = list(pred.reasons[0])
         self.results = results
-        if pred.in_domain is not None and not pred.in_domain[0]:
-            self._out_of_domain(pred.reasons[0])
+        outside = pred.in_domain is not None and not bool(pred.in_domain[0])
+        left, self._outside = outside and not self._outside, outside
+        if outside:
+            self._out_of_domain(pred.reasons[0], calculation, left)
 
     def check_state(self, atoms, tol: float = 1e-15) -> list[str]:
         """ASE's check (what changed since the last calculation), except that a structure found
@@ -175,12 +202,16 @@ class EnsembleCalculator(Calculator):
             return list(all_changes)
         return super().check_state(atoms, tol)
 
-    def _out_of_domain(self, reasons: list[str]) -> None:
+    def _out_of_domain(self, reasons: list[str], calculation: int, left: bool) -> None:
+        """Raise, or warn when the structure has just ``left`` the domain (``on_out_of_domain``)."""
         action = self.parameters["on_out_of_domain"]
-        message = (f"{self.atoms.get_chemical_formula()}: outside the ensemble's applicability domain: "
+        where = (f"at calculation {calculation} of this structure (step {calculation - 1} of an optimiser or MD run)"
+                 if calculation > 1 else "at its first calculation")
+        message = (f"{self.atoms.get_chemical_formula()}: outside the ensemble's applicability domain {where}: "
                    + "; ".join(reasons))
         if action == "raise":
             self._refused = _snapshot(self.atoms)
             raise OutOfDomainError(message)
-        if action == "warn":
-            warnings.warn(message, OutOfDomainWarning, stacklevel=3)
+        if action == "warn" and left:
+            warnings.warn(message + " (warned once while it stays outside; on_out_of_domain=\"raise\" stops a run "
+                          "here)", OutOfDomainWarning, stacklevel=3)

@@ -9,10 +9,11 @@
    structures no training, early stopping or member selection saw; else the validation split,
    with a warning that it was already used) and fits each head's uncertainty model
    (:func:`~ensemble.uncertainty.fit_head`: term weights by NLL, the distance limit);
-3. reports the test split (``eval_split``) before (the members' raw mixture std) and after,
-   writes ``calibration/calibration.json`` and PNG plots (calibration curve, parity plot with
-   error bars), and stores the model in the ensemble directory (``uncertainty.npz`` and the
-   manifest's ``uncertainty``).
+3. reports the test split (``eval_split``) before (the members' raw mixture std) and after, and
+   the ensemble's errors beside the baselines it must beat (:mod:`ensemble.accuracy`: energies
+   also per atom), writes ``calibration/calibration.json`` and PNG plots (calibration curve,
+   parity plot with MAE and R²), and stores the model in the ensemble directory
+   (``uncertainty.npz`` and the manifest's ``uncertainty``).
 
 Nothing is fitted on the test split; the reported test metrics are honest.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ensemble.accuracy import AccuracyReport, accuracy_report, split_baselines
 from ensemble.combine import head_inputs
 from ensemble.domain import InputDomain, composition_features
 from ensemble.latent import LatentReference
@@ -81,13 +83,15 @@ class CalibrationReport:
     plots: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # head -> why it was not calibrated
     warnings: list[str] = field(default_factory=list)  # splits too small, no test structure in the domain
+    accuracy: AccuracyReport | None = None  # the ensemble's errors on eval_split beside the baselines
 
     def to_dict(self) -> dict:
         return {"models": {h: m.model_dump() for h, m in self.models.items()}, "fit_split": self.fit_split,
                 "eval_split": self.eval_split, "in_domain": self.in_domain,
                 "before": {h: asdict(m) for h, m in self.before.items()},
                 "after": {h: asdict(m) for h, m in self.after.items()}, "plots": self.plots,
-                "skipped": self.skipped, "warnings": self.warnings}
+                "skipped": self.skipped, "warnings": self.warnings,
+                "accuracy": None if self.accuracy is None else self.accuracy.to_dict()}
 
     def format_table(self) -> str:
         """A plain-text table, one line per head (after calibration)."""
@@ -240,6 +244,9 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
     after = {h: calibration_metrics(eval_y[h], calibrated.heads[h].mean, calibrated.heads[h].std) for h in before}
     in_domain = float(np.mean(calibrated.in_domain)) if calibrated.in_domain is not None else None
     report = CalibrationReport(models, before, after, fit_split, eval_split, in_domain, skipped=skipped)
+    atoms = np.array([g.num_nodes for g in eval_graphs])
+    report.accuracy = accuracy_report(list(predictor.heads), eval_y, {h: p.mean for h, p in calibrated.heads.items()},
+                                      atoms, eval_split, *split_baselines(dataset, eval_split, reference_split))
     report.warnings = _warnings(split_warning, report, len(fit_graphs), len(eval_graphs), len(reference),
                                 reference_split)
     out = root / "calibration"
@@ -252,7 +259,7 @@ def calibrate(ensemble_dir: str | os.PathLike, dataset: str | os.PathLike | None
             report.plots.append(str(calibration_curve_plot(
                 eval_y[head], hp.mean, hr.std, hp.std, out / f"calibration_{head}.png", head)))
             report.plots.append(str(parity_plot(
-                eval_y[head], hp.mean, hp.std, out / f"parity_{head}.png", head, hp.head.unit)))
+                eval_y[head], hp.mean, hp.std, out / f"parity_{head}.png", hp.head, atoms)))
     tmp = out / "calibration.json.tmp"
     tmp.write_text(json.dumps(report.to_dict(), indent=2))
     os.replace(tmp, out / "calibration.json")

@@ -9,7 +9,10 @@ searched values ``p:<key>``, per-head validation/test metrics ``m:<head>:<metric
 
 * ``hydragnn``: ``trial_<id>.json``, a HydraGNN JSON config that ``hydragnn_ensemble.config.
   load_config`` (and HydraGNN) reads; a member HydraGNN would build differently
-  (:func:`hydragnn_mismatch`) gets no file and is named in :attr:`ExportResult.not_expressible`;
+  (:func:`hydragnn_mismatch`) gets no file and is named in :attr:`ExportResult.not_expressible`,
+  a head a written config cannot hold (in potential mode every head but the energy and the forces:
+  :attr:`ensemble.hydragnn_layout.ExportedHeads.left_out`) in :attr:`ExportResult.heads_left_out`;
+  :meth:`ExportResult.left_out_lines` says each in one line (``export`` prints them on stdout);
 * ``json`` / ``yaml``: ``top_k.json`` / ``top_k.yaml``: a list of {rank, trial_id, objective,
   params, metrics, config};
 * ``csv``: the table only;
@@ -83,14 +86,35 @@ def trial_config(info: CampaignInfo, trial: CampaignTrial) -> dict[str, Any]:
     return config
 
 
+@dataclass(frozen=True)
+class HeadLeftOut:
+    """A head the written HydraGNN configs of ``trials`` do not hold, and why."""
+
+    head: str
+    trials: tuple[int, ...]
+    reason: str
+
+
 @dataclass
 class ExportResult:
-    """What an export wrote, the trials it had to leave out (best first), and the exported trials
-    whose HydraGNN config was not written (``(trial id, why)``, format ``hydragnn`` only)."""
+    """What an export wrote, the trials it had to leave out (best first), the exported trials
+    whose HydraGNN config was not written (``(trial id, why)``) and the heads the written configs
+    do not hold (format ``hydragnn`` only)."""
 
     files: list[Path]
     excluded: list[CampaignTrial]
     not_expressible: list[tuple[int, str]] = field(default_factory=list)
+    heads_left_out: list[HeadLeftOut] = field(default_factory=list)
+
+    def left_out_lines(self) -> list[str]:
+        """One line per member and per head the HydraGNN export leaves out, with why."""
+        lines = [f"left out: trial {trial_id}, no HydraGNN config written: {why}"
+                 for trial_id, why in self.not_expressible]
+        for head in self.heads_left_out:
+            trials = ", ".join(str(t) for t in head.trials)
+            lines.append(f"left out: head {head.head!r} of trial{'s' if len(head.trials) > 1 else ''} {trials} "
+                         f"(the HydraGNN config predicts no {head.head}): {head.reason}")
+        return lines
 
 
 def for_hydragnn(config: dict[str, Any], layout: "DatasetLayout | None" = None) -> dict[str, Any]:
@@ -282,23 +306,25 @@ def _write_optuna(campaign_dir: Path, path: Path) -> Path:
 
 
 def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Path,
-                    not_expressible: list[tuple[int, str]], with_dataset: bool,
-                    progress: bool = False) -> list[Path]:
+                    result: ExportResult, with_dataset: bool, progress: bool = False) -> list[Path]:
     """One HydraGNN config per expressible trial (and the dataset copy they describe, with progress
-    bars when ``progress``)."""
+    bars when ``progress``); the members and heads left out go into ``result``."""
     from ensemble.hydragnn_layout import ExportedHeads, exported_heads, write_hydragnn_dataset
 
     files: list[Path] = []
     head_sets: dict[tuple[str, ...], tuple[ExportedHeads, list[int]]] = {}
+    dropped: dict[tuple[str, str], list[int]] = {}
     for t in trials:
         why = hydragnn_mismatch(t.config, layout)
         if why is not None:
-            not_expressible.append((t.trial_id, why))
+            result.not_expressible.append((t.trial_id, why))
             continue
         path = out / f"trial_{t.trial_id}.json"
         _write_text(path, json.dumps(for_hydragnn(t.config, layout), indent=4) + "\n")
         files.append(path)
         heads = exported_heads(t.config, layout.heads, layout.input_width)
+        for head, reason in heads.left_out.items():
+            dropped.setdefault((head, reason), []).append(t.trial_id)
         names = tuple(h.name for h in heads.ordered) + (("potential",) if heads.energy else ())
         head_sets.setdefault(names, (heads, []))[1].append(t.trial_id)
     if with_dataset and head_sets:
@@ -308,6 +334,7 @@ def _write_hydragnn(trials: list[ExportedTrial], layout: DatasetLayout, out: Pat
                               + "); export them separately")
         heads = next(iter(head_sets.values()))[0]
         files.append(write_hydragnn_dataset(layout.path, heads, out / DATASET_NAME, progress=progress))
+    result.heads_left_out.extend(HeadLeftOut(head, tuple(ids), reason) for (head, reason), ids in dropped.items())
     return files
 
 
@@ -333,10 +360,9 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
     files = [write_table(trials, out / TABLE_NAME)]
     records = [{"rank": t.rank, "trial_id": t.trial_id, "objective": t.objective, "params": t.params,
                 "metrics": t.metrics, "config": t.config} for t in trials]
-    not_expressible: list[tuple[int, str]] = []
+    result = ExportResult(files, info.excluded_among_best(top_k))
     if fmt == "hydragnn":
-        files += _write_hydragnn(trials, DatasetLayout.read(info.dataset), out, not_expressible, with_dataset,
-                                 progress)
+        files += _write_hydragnn(trials, DatasetLayout.read(info.dataset), out, result, with_dataset, progress)
     elif fmt == "json":
         path = out / "top_k.json"
         _write_text(path, json.dumps(records, indent=2) + "\n")
@@ -349,4 +375,4 @@ def export_top_k(campaign_dir: str | os.PathLike, top_k: int, fmt: str,
         files.append(path)
     elif fmt == "optuna":
         files.append(_write_optuna(Path(campaign_dir), out / OPTUNA_NAME))
-    return ExportResult(files, info.excluded_among_best(top_k), not_expressible)
+    return result

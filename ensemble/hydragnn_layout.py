@@ -58,6 +58,27 @@ class ExportedHeads:
         """Graph heads, then node heads: the order of ``y`` and of the exported config's lists."""
         return self.graph + self.node
 
+    @property
+    def left_out(self) -> dict[str, str]:
+        """The predicted heads the HydraGNN config cannot hold, each with why: in potential mode every
+        head but the energy and the forces (:func:`potential_left_out_reason`); none otherwise."""
+        if self.energy is None:
+            return {}
+        kept = {self.energy.name} | ({self.forces.name} if self.forces is not None else set())
+        return {h.name: potential_left_out_reason(h) for h in self.ordered if h.name not in kept}
+
+
+def potential_left_out_reason(head: HeadSpec) -> str:
+    """Why a potential-mode member's ``head`` (neither its energy nor its forces) has no place in
+    HydraGNN's config: HydraGNN's interatomic potential (``enable_interatomic_potential``) trains
+    exactly one head, the energy, with forces by autograd (``energy_force_loss`` asserts
+    ``num_heads == 1``), and computes no stress."""
+    one_head = ("HydraGNN's interatomic potential trains exactly one head, the energy, with forces by autograd "
+                "(its energy_force_loss asserts num_heads == 1)")
+    if head.level == "graph" and head.dim == 6:
+        return f"{one_head}, and computes no stress (no strain derivative); ours reports it as dE/dstrain"
+    return f"{one_head}: a {head.level} head of dim {head.dim} beside it is refused"
+
 
 def exported_heads(config: dict[str, Any], registry: HeadRegistry, input_width: int) -> ExportedHeads:
     """The heads ``config`` predicts on a dataset with ``registry`` and ``input_width`` columns of x."""

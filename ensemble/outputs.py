@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_builders.schema import HeadSpec, energy_unit
+from ensemble.accuracy import is_energy
 from ensemble.combine import EnsemblePrediction
 from ensemble.inputs import InputItem
 
@@ -105,24 +107,58 @@ def _reference_cell(item: InputItem, prediction: EnsemblePrediction, row: int, h
     return f"{float(label[0, c]):.6g}" if field == "ref" else f"{float(mean[0, c] - label[0, c]):.6g}"
 
 
-def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int]]:
-    """Per head with labels: the MAE of the ensemble mean against them (over structures, atoms and
-    components) and how many structures carried one."""
-    return {name: (abs_sum / count, structures)
-            for name, (abs_sum, count, structures) in reference_sums(items, prediction).items()}
+@dataclass(frozen=True)
+class ReferenceError:
+    """A head's MAE against the labels the inputs carry (over structures, atoms and components), the
+    structures that carried one, and for an energy the MAE per atom (in the head's unit per atom)."""
+
+    mae: float
+    count: int
+    mae_per_atom: float | None = None
 
 
-def reference_sums(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, tuple[float, int, int]]:
-    """Per head with labels: the sum of ``|mean - label|`` over structures, atoms and components, the
-    number of values summed and of structures that carried a label (what :func:`reference_errors`
-    divides; sums of several chunks add up)."""
+@dataclass(frozen=True)
+class ReferenceSums:
+    """What :class:`ReferenceError` divides, as sums that add up over chunks (and ranks): ``|mean -
+    label|`` over every value, the values, the structures with a label and, for a total energy,
+    ``|error| / atoms`` over the structures."""
+
+    abs_sum: float
+    values: int
+    structures: int
+    per_atom_sum: float = 0.0
+
+    def plus(self, other: "ReferenceSums") -> "ReferenceSums":
+        return ReferenceSums(self.abs_sum + other.abs_sum, self.values + other.values,
+                             self.structures + other.structures, self.per_atom_sum + other.per_atom_sum)
+
+    def error(self, head: HeadSpec) -> ReferenceError:
+        """The MAE (and per atom for an energy: an eV/atom head's own MAE, a total's per structure)."""
+        mae = self.abs_sum / self.values
+        per_atom = None
+        if is_energy(head):
+            per_atom = mae if energy_unit(head.unit).per_atom else self.per_atom_sum / self.structures
+        return ReferenceError(mae, self.structures, per_atom)
+
+
+def reference_errors(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, ReferenceError]:
+    """Per head with labels: its :class:`ReferenceError`."""
+    return {name: sums.error(prediction.heads[name].head) for name, sums in reference_sums(items, prediction).items()}
+
+
+def reference_sums(items: list[InputItem], prediction: EnsemblePrediction) -> dict[str, ReferenceSums]:
+    """Per head with labels: its :class:`ReferenceSums` (sums of several chunks add up)."""
     out = {}
-    for name in prediction.heads:
-        errors = [np.abs(prediction.heads[name].mean[prediction.rows(name, row)] - item.labels[name]).ravel()
-                  for row, item in enumerate(items) if name in item.labels]
-        if errors:
-            values = np.concatenate(errors)
-            out[name] = (float(values.sum()), int(values.size), len(errors))
+    for name, hp in prediction.heads.items():
+        rows = [(row, item) for row, item in enumerate(items) if name in item.labels]
+        if not rows:
+            continue
+        errors = [np.abs(hp.mean[prediction.rows(name, row)] - item.labels[name]).ravel() for row, item in rows]
+        per_atom = sum(float(e.sum()) / max(item.num_nodes, 1) for e, (_, item) in zip(errors, rows)) \
+            if hp.head.level == "graph" else 0.0
+        values = np.concatenate(errors)
+        out[name] = ReferenceSums(float(values.sum()), int(values.size), len(rows), per_atom)
+    return out
     return out
 
 

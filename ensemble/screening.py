@@ -27,7 +27,9 @@ from typing import Any
 from ensemble.combine import EnsemblePrediction
 from ensemble.input_plan import BadInput, InputPlan, Position, plan_inputs
 from ensemble.inputs import ChunkReader, InputItem
-from ensemble.outputs import CsvLayout, frame_text, labelled_heads, node_frame, node_heads, reference_sums
+from graph_builders.schema import HeadRegistry
+from ensemble.outputs import (CsvLayout, ReferenceError, ReferenceSums, frame_text, labelled_heads, node_frame,
+                              node_heads, reference_sums)
 from ensemble.partials import (
     PartWriter,
     make_parts_dir,
@@ -55,7 +57,7 @@ class ChunkTally:
 
     chunk: int
     predicted: int
-    errors: dict[str, tuple[float, int, int]]  # head -> (sum |mean - label|, values, structures)
+    errors: dict[str, ReferenceSums]  # head -> its sums of label errors
 
 
 @dataclass
@@ -79,7 +81,7 @@ class ScreenResult:
 
     predicted: int
     bad: int
-    errors: dict[str, tuple[float, int]]  # head -> (MAE against the labels, structures with one)
+    errors: dict[str, ReferenceError]  # head -> its MAE (and per atom) against the labels
     outside: int
     outside_first: list[str]  # the first OUTSIDE_SHOWN, in input order
     output: Path | None  # None: nothing predicted, nothing written
@@ -195,16 +197,13 @@ def _own_chunks(predictor: EnsemblePredictor, plan: InputPlan, parts: Path, fram
     return report, None
 
 
-def _sum_errors(tallies: list[ChunkTally]) -> dict[str, tuple[float, int]]:
-    """MAE per head over every chunk (summed in chunk order: the same for any number of ranks)."""
-    sums: dict[str, list[float]] = {}
+def _sum_errors(tallies: list[ChunkTally], heads: HeadRegistry) -> dict[str, ReferenceError]:
+    """The errors per head over every chunk (summed in chunk order: the same for any number of ranks)."""
+    sums: dict[str, ReferenceSums] = {}
     for tally in sorted(tallies, key=lambda t: t.chunk):
-        for head, (abs_sum, values, structures) in tally.errors.items():
-            total = sums.setdefault(head, [0.0, 0, 0])
-            total[0] += abs_sum
-            total[1] += values
-            total[2] += structures
-    return {head: (s / n, int(k)) for head, (s, n, k) in sums.items()}
+        for head, part in tally.errors.items():
+            sums[head] = part if head not in sums else sums[head].plus(part)
+    return {head: total.error(heads[head]) for head, total in sums.items()}
 
 
 def screen(predictor: EnsemblePredictor, paths: list[str | os.PathLike], output: str | os.PathLike,
@@ -235,7 +234,7 @@ def screen(predictor: EnsemblePredictor, paths: list[str | os.PathLike], output:
         with_node_heads = any(r.node_heads for r in reports)
         result = ScreenResult(
             predicted=predicted, bad=len(plan.bad) + sum(r.bad for r in reports),
-            errors=_sum_errors([t for r in reports for t in r.tallies]),
+            errors=_sum_errors([t for r in reports for t in r.tallies], predictor.heads),
             outside=sum(r.outside for r in reports),
             outside_first=[line for _, line in outside_first[:OUTSIDE_SHOWN]],
             output=output if predicted else None,

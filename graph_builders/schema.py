@@ -142,6 +142,23 @@ def energy_unit(unit: str) -> EnergyUnit | None:
     return None if factor is None else EnergyUnit(factor, per_atom)
 
 
+#: The unit energies per atom are shown in wherever they are compared (the MLIP literature's).
+MEV_PER_ATOM = "meV/atom"
+
+
+def energy_is_total(unit: str) -> bool:
+    """Whether ``unit`` is an energy unit of a structure's total (``eV``, ``Ha``, ...; not per atom)."""
+    parsed = energy_unit(unit)
+    return parsed is not None and not parsed.per_atom
+
+
+def in_mev_per_atom(value: float, unit: str) -> float | None:
+    """``value``, an energy per atom in the energy unit ``unit`` (``eV``, or ``eV/atom``: the same
+    per atom), in :data:`MEV_PER_ATOM`; None when ``unit`` is not an energy unit."""
+    parsed = energy_unit(unit)
+    return None if parsed is None else float(value) * parsed.to_ev * 1000.0
+
+
 class GraphSchemaError(ValueError):
     """A graph does not follow the schema; the message names the sample and the problem."""
 

@@ -6,6 +6,8 @@ copied to another machine, while the campaign runs or after it stopped:
 * the summary: trials by status, the best trial, the top-N trials with their hyperparameters,
   total slot-hours and utilisation (busy slot-time over slot-time available while the campaign ran),
   and the cost model's own prediction error (:func:`prediction_error`);
+* the baselines every head's validation MAE must beat, read from the campaign's dataset
+  (:mod:`hpo.baseline_rows`: composition-linear energies, zero forces and stress);
 * ``report/objective.png``: objective per trial in finishing order, failures marked, best-so-far;
 * ``report/gantt.png``: slots over time, one bar per trial attempt, coloured by status.
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from hpo.baseline_rows import ReportBaselines, baseline_rows, format_baselines, read_baselines
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
 from hpo.failures import failure_counts, failure_text, failures_heading, status_words
@@ -182,6 +185,7 @@ class ReportFigures:
     without_objective: dict[Status, int] = field(default_factory=dict)  # finished without one, per status
     time_note: str | None = None  # why the campaign ran past max_time_s (None: it did not)
     head_columns: list[HeadColumn] | None = None  # the top table's MAE columns (None: from the results alone)
+    baselines: ReportBaselines | None = None  # None: not looked for (no dataset was asked)
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -380,6 +384,9 @@ def format_summary(summary: ReportFigures) -> str:
         if units:
             lines.append("MAE: validation split, in each head's unit (" + ", ".join(
                 f"{h} {u}" for h, u in units.items()) + ")")
+        if summary.baselines is not None:
+            lines.append(format_baselines(baseline_rows(columns, summary.baselines.baselines, summary.top),
+                                          summary.baselines))
     return "\n".join(lines)
 
 
@@ -540,6 +547,7 @@ class ReportFiles:
     parallel_png: Path | None = None  # None: no trial with an objective
     pareto_png: Path | None = None  # None: one objective, or no trial on the front
     html: Path | None = None  # report/index.html, the whole report as one self-contained page
+    baselines: ReportBaselines | None = None  # read once per report (watch_report: once)
     finished_reason: str | None = None  # the campaign's campaign_finished reason (None: running or crashed)
     figure_errors: dict[str, str] = field(default_factory=dict)  # figure -> why it was not drawn
 
@@ -566,12 +574,15 @@ def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, 
 
 
 def write_report(campaign_dir: str | os.PathLike, top: int = 10,
-                 ensemble_dir: str | os.PathLike | None = None) -> ReportFiles:
+                 ensemble_dir: str | os.PathLike | None = None,
+                 baselines: ReportBaselines | None = None) -> ReportFiles:
     """Summary text plus ``report/objective.png``, ``report/gantt.png``, (when trials reported
     epochs) ``report/curves.png``, (with enough completed trials) the hyperparameter importances
     in the text and ``report/importance.png``, (several objectives) the Pareto front in the text and
     ``report/pareto.png``, and all of it in ``report/index.html``
-    (:mod:`hpo.report_html`; with ``ensemble_dir``, the ensemble's members and plots too)."""
+    (:mod:`hpo.report_html`; with ``ensemble_dir``, the ensemble's members and plots too).
+    ``baselines``: the dataset's, read earlier (default: read now, one pass over the training and
+    validation splits)."""
     campaign_dir = Path(campaign_dir)
     record = _load_record(campaign_dir)
     state = record.state
@@ -580,8 +591,9 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
     summary = summarize(state, top)
     shape = read_dataset_shape(record.dataset)
     summary.head_columns = head_columns(summary.top, shape)
+    summary.baselines = baselines if baselines is not None else read_baselines(record.dataset)
     files = ReportFiles(format_summary(summary), out / "objective.png", out / "gantt.png",
-                        finished_reason=state.finished_reason)
+                        finished_reason=state.finished_reason, baselines=summary.baselines)
     errors = files.figure_errors
     _draw(errors, "objective", files.objective_png, lambda p: plot_objective(state, p))
     _draw(errors, "gantt", files.gantt_png, lambda p: plot_gantt(state, p))
@@ -615,7 +627,7 @@ def write_report(campaign_dir: str | os.PathLike, top: int = 10,
         "campaign.yaml, and no journal that holds it).")
     files.html = write_html(out / "index.html", state, files.text, figures, found, short, ensemble_dir,
                             title=f"campaign report: {campaign_dir.resolve().name}", figure_errors=errors,
-                            dataset_shape=shape, importance_note=no_space)
+                            dataset_shape=shape, importance_note=no_space, baselines=summary.baselines)
     return files
 
 
@@ -647,8 +659,10 @@ def watch_report(campaign_dir: str | os.PathLike, every_s: float, top: int = 10,
                  on_refresh: Callable[[ReportFiles], None] | None = None) -> ReportFiles:
     """Rewrite the report every ``every_s`` seconds while the campaign runs (the journal is read
     without the lock) and once more after it records ``campaign_finished``; returns the last one."""
+    baselines = None
     while True:
-        files = write_report(campaign_dir, top, ensemble_dir)
+        files = write_report(campaign_dir, top, ensemble_dir, baselines)
+        baselines = files.baselines
         if on_refresh is not None:
             on_refresh(files)
         if files.finished_reason is not None:

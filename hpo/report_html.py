@@ -5,11 +5,12 @@ styles and the few lines of script are inline. Sections: the summary (counts, be
 utilisation, the cost model's error), the top trials (a table whose columns sort on click), the
 search trajectory, parallel coordinates and slot usage (Gantt), the learning curves (trials stopped early marked), the
 hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
-directory is given, its members, parity plot with error bars and calibration curve.
+directory is given, its members, parity plots (MAE and R² printed) and calibration curves.
 
 Every number in a table is rounded to significant digits (:mod:`hpo.number_format`); the trials
-table has each head's validation MAE, per atom for a total energy where the dataset allows
-(:mod:`hpo.head_columns`). Nothing is wider than the page: the summary wraps inside its box and a
+table has each head's validation MAE, an energy per atom in meV/atom (:mod:`hpo.head_columns`),
+and the baselines table under it each head's baseline beside the lowest trial MAE
+(:mod:`hpo.baseline_rows`). Nothing is wider than the page: the summary wraps inside its box and a
 wide table scrolls inside its own. The Gantt chart's legend is repeated under it as text, entry for
 entry (:func:`hpo.gantt.gantt_legend`: only what the chart draws).
 
@@ -27,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from hpo.baseline_rows import ReportBaselines, baseline_rows
 from hpo.failures import failure_group, failure_text, failures_heading
 from hpo.gantt import LegendEntry, gantt_legend
 from hpo.head_columns import DatasetShape, HeadColumn, columns_note, head_columns
@@ -124,6 +126,25 @@ def _trials_table(state: CampaignState, short: dict[str, str], columns: Sequence
                   css_class="trials")
 
 
+def _baselines(columns: Sequence[HeadColumn], found: ReportBaselines | None, state: CampaignState) -> str:
+    """The baselines beside the lowest trial MAE, in the trials table's units."""
+    if found is None:
+        return ""
+    if found.baselines is None:
+        return f'<p class="note baselines-note">No baselines: {html.escape(found.note or "")}</p>'
+    rows = baseline_rows(columns, found.baselines, ranked_trials(state))
+    if not rows:
+        return '<p class="note baselines-note">No head of the trials has a baseline.</p>'
+    b = found.baselines
+    note = (f"Fitted on the {b.fit_split}, scored on the {b.eval_split} (where the trials' MAE is measured): "
+            "composition-linear energies (one reference energy per element, least squares), zero forces and "
+            "stress, the training mean of any other head. Ratio: the lowest trial MAE over the baseline's.")
+    table = _table(["head", "unit", "baseline MAE", "lowest trial MAE", "ratio", "baseline"],
+                   [[r.column.head, r.column.unit, r.value, r.best, r.ratio, r.baseline.description] for r in rows],
+                   text_columns=[0, 1, 5], css_class="baselines")
+    return f'<h2>Baselines</h2><p class="note">{html.escape(note)}</p>{table}'
+
+
 def _legend(entries: Sequence[LegendEntry]) -> str:
     """The Gantt chart's legend as text: a swatch per status drawn, the dashed line when drawn."""
     if not entries:
@@ -190,7 +211,7 @@ def _ensemble_section(ensemble_dir: Path) -> str:
     parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
              _table(["trial", "weight", "objective"], rows)]
     for png in sorted((ensemble_dir / "calibration").glob("*.png")):
-        kind = "parity plot with error bars" if png.name.startswith("parity") else "calibration curve"
+        kind = "parity plot (MAE, R²)" if png.name.startswith("parity") else "calibration curve"
         parts.append(_figure_html(png, f"{kind}: {png.stem}"))
     return "".join(parts)
 
@@ -198,12 +219,14 @@ def _ensemble_section(ensemble_dir: Path) -> str:
 def write_html(path: Path, state: CampaignState, summary_text: str, figures: dict[str, Path | None],
                importances: list[Any], short: dict[str, str], ensemble_dir: str | os.PathLike | None = None,
                title: str = "campaign report", figure_errors: dict[str, str] | None = None,
-               dataset_shape: DatasetShape | None = None, importance_note: str = "") -> Path:
+               dataset_shape: DatasetShape | None = None, importance_note: str = "",
+               baselines: ReportBaselines | None = None) -> Path:
     """Write the page to ``path`` (atomically) and return it. ``figures``: ``objective``, ``gantt``,
     ``curves``, ``importance`` PNG paths (None or missing: the section says so); ``figure_errors``:
     why a figure was not drawn (shown in its place); ``dataset_shape``: the campaign's dataset as
     read (the energy MAE per atom where it allows); ``importance_note``: why there are no
-    importances (the default: :func:`hpo.importance.shortfall_note`)."""
+    importances (the default: :func:`hpo.importance.shortfall_note`); ``baselines``: the dataset's
+    (:mod:`hpo.baseline_rows`), shown beside the lowest trial MAE."""
     errors = figure_errors or {}
     columns = head_columns(ranked_trials(state), dataset_shape)
     note = columns_note(columns, dataset_shape)
@@ -219,6 +242,7 @@ def write_html(path: Path, state: CampaignState, summary_text: str, figures: dic
         "<h2>Summary</h2>", f'<pre class="summary">{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>',
         "<h2>Trials</h2><p>Click a column to sort.</p>", _trials_table(state, short, columns),
         f'<p class="note mae-note">{html.escape(note)}</p>' if note else "",
+        _baselines(columns, baselines, state),
         "<h2>Search trajectory and slot usage</h2>",
         _figure("objective", "objective per trial and best so far"),
         _figure("parallel", "parallel coordinates of the searched parameters and the objective"),

@@ -10,7 +10,10 @@ Schema (JSON object; every key always present, ``null`` where unknown):
   campaign's early-discarding stopper ended it, after or during an epoch; it keeps its best epoch so far)
 - ``objective``: task-weighted validation loss of the best epoch (minimised); ``null`` unless the
   run produced at least one finite validation loss
-- ``heads``: ``{head: {"val_mae", "val_rmse", "test_mae", "test_rmse", "unit"}}`` in physical units
+- ``heads``: ``{head: {"val_mae", "val_rmse", "test_mae", "test_rmse", "unit"}}`` in physical units;
+  a structure's total energy (a graph head of dim 1 in ``eV``, ``Ha`` ...) also has
+  ``val_mae_per_atom`` and ``test_mae_per_atom``: the mean over the split's structures of
+  ``|error| / atoms``, in the head's unit per atom (optional: ``null`` or absent for other heads)
 - ``num_parameters``, ``epochs`` (completed), ``best_epoch``, ``wall_time_s``, ``peak_memory_mb``
   (max RSS over the trial's processes, or peak GPU memory where a GPU was used), ``slots``
   (processes / GPUs used), ``device``
@@ -91,7 +94,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "log_tail": (str,), "checkpoint": (str,), "partial_epoch": _NUMBER, "inference_ms_per_graph": _NUMBER,
 }
 _REQUIRED = ("status",)
-_METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse")
+_METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse", "val_mae_per_atom", "test_mae_per_atom")
 
 
 @dataclass
@@ -103,6 +106,8 @@ class HeadMetrics:
     test_mae: float | None = None
     test_rmse: float | None = None
     unit: str = ""
+    val_mae_per_atom: float | None = None  # a total energy: mean over structures of |error| / atoms
+    test_mae_per_atom: float | None = None
 
 
 @dataclass
@@ -139,7 +144,8 @@ class TrialResult:
         return self.status == TrialStatus.COMPLETED and self.objective is not None
 
     def metric(self, head: str, name: str) -> float | None:
-        """One error of one head (``val_mae``, ``val_rmse``, ``test_mae``, ``test_rmse``), or None."""
+        """One error of one head (``val_mae``, ``val_rmse``, ``test_mae``, ``test_rmse``,
+        ``val_mae_per_atom``, ``test_mae_per_atom``), or None."""
         metrics = self.heads.get(head)
         return None if metrics is None else getattr(metrics, name)
 
@@ -155,7 +161,8 @@ class TrialResult:
         the status; keys an older or newer version wrote are ignored)."""
         get = d.get
         heads = {name: HeadMetrics(m.get("val_mae"), m.get("val_rmse"), m.get("test_mae"), m.get("test_rmse"),
-                                   m.get("unit", "")) for name, m in (get("heads") or {}).items()}
+                                   m.get("unit", ""), m.get("val_mae_per_atom"), m.get("test_mae_per_atom"))
+                 for name, m in (get("heads") or {}).items()}
         return cls(d["status"], get("objective"), heads, get("num_parameters"), get("epochs") or 0,
                    get("best_epoch"), get("wall_time_s") or 0.0, get("peak_memory_mb"), get("slots") or 1,
                    get("device") or "cpu", get("failure_reason"), get("traceback"), get("log_tail"),

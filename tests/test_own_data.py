@@ -107,7 +107,14 @@ def test_own_extxyz_to_molecular_dynamics_with_energies_that_match_emt(tmp_path,
     assert main(["select", str(tmp_path / "run" / "campaign"), "--top-k", "3", "-o", str(ensemble),
                  "--calibrate", "--no-plots", "--no-progress"]) == 0
     # 8 validation and 8 test structures: too few to calibrate on, and select says so
-    assert "the valset has 8 structure(s), too few" in capsys.readouterr().err
+    selected = capsys.readouterr()
+    assert "the valset has 8 structure(s), too few" in selected.err
+    # the test errors beside the baselines: a total energy also per atom, in meV/atom
+    assert "accuracy on the testset (8 structures); baselines fitted on the trainset:" in selected.out
+    per_atom = next(line.split() for line in selected.out.splitlines() if line.strip().startswith("energy per atom"))
+    assert per_atom[3] == "meV/atom" and float(per_atom[4]) > 0 and float(per_atom[5]) > 0
+    with capsys.disabled():
+        print(f"\nenergy per atom on the testset: ensemble {per_atom[4]} meV/atom, composition-linear {per_atom[5]}")
 
     # predict: the file carries labels, so the table has reference and error columns
     table = tmp_path / "pred.csv"
@@ -118,6 +125,13 @@ def test_own_extxyz_to_molecular_dynamics_with_energies_that_match_emt(tmp_path,
     assert np.allclose([float(r["energy_ref"]) for r in rows], emt_energies, rtol=1e-5)
     assert np.allclose([float(r["energy_error"]) for r in rows], predicted - emt_energies, atol=1e-4)
     assert rows[0]["forces_mae"] and rows[0]["stress_0_ref"]
+    # predict prints the energy's MAE per atom beside the total's: mean(|error| / atoms), meV/atom
+    printed = next(line.split() for line in capsys.readouterr().out.splitlines()
+                   if line.strip().startswith("energy: MAE"))
+    errors = np.array([float(r["energy_error"]) for r in rows])
+    assert float(printed[2]) == pytest.approx(np.mean(np.abs(errors)), rel=1e-3) and printed[3] == "eV"
+    assert float(printed[4].lstrip("(")) == pytest.approx(1000 * np.mean(np.abs(errors) / 32), rel=1e-3)
+    assert printed[5] == "meV/atom)"
 
     # tolerance of this test: the ensemble explains most of the spread of the EMT energies (32-atom
     # cells, spread about 1.5 eV): its MAE is below half their standard deviation

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graph_builders.schema import HeadRegistry
+from graph_builders.schema import HeadRegistry, energy_is_total
 from hydragnn_ensemble.train.normalisation import Normaliser
 
 VARIANCE_SUFFIX = "__var"
-# rows of the evaluation accumulator
-LOSS, ABS, SQ, COUNT = 0, 1, 2, 3
+# rows of the evaluation accumulator (PER_ATOM: graph heads of dim 1, sum over graphs of |error| / nodes)
+LOSS, ABS, SQ, COUNT, PER_ATOM = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -40,6 +40,7 @@ class HeadTerm:
     std: Tensor  # [1, dim]
     inv_std: Tensor  # [1, dim]
     physical: bool  # the model outputs physical units for this head
+    total_energy: bool = False  # a structure's total energy: its error is also reported per atom
 
 
 class MultiHeadLoss:
@@ -56,7 +57,8 @@ class MultiHeadLoss:
             std = s.std.reshape(1, -1).to(device)
             self.terms.append(HeadTerm(head.name, head.key, head.level == "node", head.dim,
                                        float(w) / total, mean, std, 1.0 / std,
-                                       head.name in physical_heads))
+                                       head.name in physical_heads,
+                                       head.level == "graph" and head.dim == 1 and energy_is_total(head.unit)))
         self.weights = torch.tensor([t.weight for t in self.terms], dtype=torch.float64)
 
     @property
@@ -98,8 +100,9 @@ class MultiHeadLoss:
         return total
 
     def new_accumulator(self, device: torch.device) -> Tensor:
-        """[4, heads] float64: loss sum, physical |error| sum, physical error^2 sum, count."""
-        return torch.zeros(4, self.num_heads, dtype=torch.float64, device=device)
+        """[5, heads] float64: loss sum, physical |error| sum, physical error^2 sum, count, and for a
+        total energy the sum of |error| / atoms over the graphs."""
+        return torch.zeros(5, self.num_heads, dtype=torch.float64, device=device)
 
     @torch.no_grad()
     def accumulate(self, acc: Tensor, out: dict[str, Tensor], batch) -> None:
@@ -113,6 +116,9 @@ class MultiHeadLoss:
             acc[ABS, j] += err.abs().sum().to(torch.float64)
             acc[SQ, j] += (err * err).sum().to(torch.float64)
             acc[COUNT, j] += err.numel()
+            if term.total_energy:
+                atoms = (batch.ptr[1:] - batch.ptr[:-1]).to(err.device, torch.float64).clamp(min=1)
+                acc[PER_ATOM, j] += (err.reshape(-1).abs().to(torch.float64) / atoms).sum()
 
     def objective(self, acc: Tensor) -> float:
         """Task-weighted loss of a whole split from its (all-reduced) accumulator."""
@@ -126,3 +132,9 @@ class MultiHeadLoss:
         a = acc.cpu()
         return {t.name: (float(a[ABS, j] / a[COUNT, j]), float((a[SQ, j] / a[COUNT, j]).sqrt()))
                 for j, t in enumerate(self.terms)}
+
+    def per_atom_errors(self, acc: Tensor) -> dict[str, float]:
+        """``{head: mean over graphs of |error| / atoms}`` of the total-energy heads, in the head's
+        unit per atom, from an (all-reduced) accumulator."""
+        a = acc.cpu()
+        return {t.name: float(a[PER_ATOM, j] / a[COUNT, j]) for j, t in enumerate(self.terms) if t.total_energy}

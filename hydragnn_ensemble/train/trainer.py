@@ -105,6 +105,7 @@ class _Best:
     objective: float = math.inf
     state: dict[str, torch.Tensor] | None = None
     val_errors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    val_per_atom: dict[str, float] = field(default_factory=dict)  # total-energy heads: MAE per atom
 
 
 class Trainer:
@@ -344,6 +345,7 @@ class Trainer:
             best.epoch, best.objective = epoch, objective
             best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             best.val_errors = errors
+            best.val_per_atom = self.loss.per_atom_errors(acc)
             self._save(best)
         stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
         self.history.append(stats)
@@ -375,11 +377,14 @@ class Trainer:
         heads: dict[str, HeadMetrics] = {}
         if best.state is not None:
             self.model.load_state_dict(best.state)
-            test = self.loss.head_errors(self.evaluate("testset"))
+            test_acc = self.evaluate("testset")
+            test, test_per_atom = self.loss.head_errors(test_acc), self.loss.per_atom_errors(test_acc)
             for h in self.spec.heads:
                 vm, vr = best.val_errors[h.name]
                 tm, trm = test[h.name]
-                heads[h.name] = HeadMetrics(val_mae=vm, val_rmse=vr, test_mae=tm, test_rmse=trm, unit=h.unit)
+                heads[h.name] = HeadMetrics(val_mae=vm, val_rmse=vr, test_mae=tm, test_rmse=trm, unit=h.unit,
+                                            val_mae_per_atom=best.val_per_atom.get(h.name),
+                                            test_mae_per_atom=test_per_atom.get(h.name))
             self.log.write("best epoch {}: objective {:.6g}; ".format(best.epoch, best.objective) + "; ".join(
                 f"{n} val MAE {m.val_mae:.4g} test MAE {m.test_mae:.4g} {m.unit}".rstrip() for n, m in heads.items()))
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from ase import units
@@ -101,7 +103,7 @@ def test_per_atom_uncertainty_and_stopping_md_outside_the_domain(calibrated_pote
     from ensemble import OutOfDomainError, OutOfDomainWarning
 
     calc = EnsembleCalculator(calibrated_potential_ensemble)
-    assert calc.parameters["on_out_of_domain"] == "ignore"
+    assert calc.parameters["on_out_of_domain"] == "warn"  # the default
     atoms = _alloy()
     atoms.calc = calc
     atoms.get_forces()
@@ -111,16 +113,19 @@ def test_per_atom_uncertainty_and_stopping_md_outside_the_domain(calibrated_pote
     vacancy = _alloy()
     del vacancy[7]
     vacancy.calc = calc
-    vacancy.get_forces()
+    with pytest.warns(OutOfDomainWarning, match="outside the ensemble's applicability domain at its first calc"):
+        vacancy.get_forces()
     assert calc.results["in_domain"] is False
     assert "neighbour shells outside the training envelope" in calc.results["domain_reasons"][0]
     flagged = ~calc.results["forces_in_domain"]
     assert 10 <= flagged.sum() <= 20  # the vacancy's neighbours
     assert calc.results["forces_std"][flagged].mean() > 1.3 * inside_std.mean()  # the domain term
-    calc.set(on_out_of_domain="warn")
-    vacancy.rattle(0.01, seed=3)  # a new structure: recomputed
-    with pytest.warns(OutOfDomainWarning, match="outside the ensemble's applicability domain"):
-        vacancy.get_potential_energy()
+    with warnings.catch_warnings(record=True) as caught:  # still outside: warned once, not per step
+        warnings.simplefilter("always")
+        for seed in (3, 4):
+            vacancy.rattle(0.01, seed=seed)  # a new geometry: recomputed
+            vacancy.get_potential_energy()
+    assert calc.results["in_domain"] is False and not [w for w in caught if w.category is OutOfDomainWarning]
     calc.set(on_out_of_domain="raise")
     inside = _alloy()
     inside.calc = calc
@@ -134,3 +139,59 @@ def test_per_atom_uncertainty_and_stopping_md_outside_the_domain(calibrated_pote
     assert inside.get_potential_energy() == pytest.approx(inside.get_potential_energy())  # back in: fine
     with pytest.raises(Exception, match="on_out_of_domain must be one of"):
         calc.set(on_out_of_domain="stop")
+
+
+def _emt_pressure_and_energy(atoms) -> tuple[float, float]:
+    """EMT's pressure (GPa, positive in compression) and energy per atom of ``atoms``."""
+    from ase.calculators.emt import EMT
+    from ase.units import GPa
+
+    probe = atoms.copy()
+    probe.calc = EMT()
+    return float(-probe.get_stress()[:3].mean() / GPa), float(probe.get_potential_energy()) / len(probe)
+
+
+def _compressing_relaxation(calc, steps: int):
+    """A BFGS relaxation of the in-domain alloy while its cell is compressed by 3% after every step
+    (as a barostat gone wrong or a careless driver would): the atoms and the run."""
+    atoms = _alloy()
+    atoms.calc = calc
+    opt = BFGS(atoms, logfile=None)
+    opt.attach(lambda: atoms.set_cell(atoms.cell * 0.97, scale_atoms=True), interval=1)
+    return atoms, lambda: opt.run(fmax=1e-9, steps=steps)
+
+
+def test_a_relaxation_that_leaves_the_domain_says_so_once_and_can_stop_there(calibrated_potential_ensemble,
+                                                                          alloy_store):
+    """Default: one warning, at the calculation where the relaxation leaves the domain; with
+    on_out_of_domain="raise" the same relaxation stops at that calculation, where EMT's pressure is
+    far beyond any training cell's (at the start it was inside their range)."""
+    import re
+
+    from ensemble import OutOfDomainError, OutOfDomainWarning
+    from graph_builders.store import GraphStore
+
+    with GraphStore(alloy_store) as store:
+        trained = -store.read_key("trainset", "y_stress")[:, :3].mean(axis=1)  # pressures, GPa
+    calc = EnsembleCalculator(calibrated_potential_ensemble)
+    atoms, run = _compressing_relaxation(calc, steps=8)
+    start_pressure, start_energy = _emt_pressure_and_energy(atoms)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    ours = [str(w.message) for w in caught if w.category is OutOfDomainWarning]
+    assert len(ours) == 1 and calc.results["in_domain"] is False  # still outside at the end: warned once
+    left = int(re.search(r"at calculation (\d+) of this structure", ours[0]).group(1))
+    assert left > 1  # it started inside
+
+    calc.set(on_out_of_domain="raise")
+    atoms, run = _compressing_relaxation(calc, steps=8)
+    with pytest.raises(OutOfDomainError, match=f"at calculation {left} of this structure"):
+        run()
+    pressure, energy = _emt_pressure_and_energy(atoms)  # the geometry of the refused calculation
+    print(f"left the domain at calculation {left}, the cell at {atoms.get_volume() / _alloy().get_volume():.3f} of "
+          f"its volume: EMT pressure {pressure:.1f} GPa there ({start_pressure:.1f} at the start; the training "
+          f"cells' from {trained.min():.1f} to {trained.max():.1f}), EMT energy {energy - start_energy:+.3f} "
+          "eV/atom from the start")
+    assert trained.min() < start_pressure < trained.max() and pressure > 1.5 * trained.max()
+    assert energy - start_energy > 0.1  # a relaxation that climbs 0.1 eV/atom in EMT's eyes

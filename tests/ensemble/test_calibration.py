@@ -106,6 +106,12 @@ def test_calibrate_a_real_ensemble(direct_ensemble, direct_campaign, tmp_path):
         assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((copy / "calibration" / "calibration.json").read_text())
     assert set(stored["models"]) == set(report.models) and stored["fit_split"] == "valset"
+    # the ensemble's test errors beside the baselines fitted on the trainset (select --calibrate prints them)
+    assert report.accuracy is not None and report.accuracy.baseline_fit_split == "trainset"
+    for head in report.models:
+        accuracy = report.accuracy.heads[head]
+        assert accuracy.stats.mae == pytest.approx(float(np.mean(np.abs(pred_test.heads[head].mean - y_test[head]))))
+        assert accuracy.baseline is not None and stored["accuracy"]["heads"][head]["mae"] == accuracy.stats.mae
     assert any("has no calibration split" in w for w in report.warnings)  # the valset chose members too
     # the array file is checked like the checkpoints
     (copy / "uncertainty.npz").write_bytes((copy / "uncertainty.npz").read_bytes()[:-10])

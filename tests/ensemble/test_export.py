@@ -90,3 +90,42 @@ def test_export_cli(direct_campaign, tmp_path, capsys):
     assert len(list((tmp_path / "o").glob("trial_*.json"))) == 2
     assert main(["export", str(direct_campaign.root), "--top-k", "7", "-o", str(tmp_path / "p")]) == 2
     assert "only 5 completed trial(s)" in capsys.readouterr().err
+
+
+def test_export_names_every_member_and_head_it_leaves_out_on_stdout(alloy_store, tmp_path, capsys):
+    """A potential-mode campaign of an EGNN and a SchNet (the recommended config's layer): the EGNN's
+    HydraGNN config holds the energy (forces by autograd) and not the stress, the SchNet gets none;
+    export says both on stdout, one line each, and the lines agree with the files written."""
+    from ensemble_testkit import TrialPlan, build_campaign, small_base_config
+
+    from hydragnn_ensemble.cli import main
+
+    mt, hd, lr = ("NeuralNetwork.Architecture.mpnn_type", "NeuralNetwork.Architecture.hidden_dim",
+                  "NeuralNetwork.Training.Optimizer.learning_rate")
+    plans = [TrialPlan(i, {mt: m, hd: 8, lr: 0.002}) for i, m in enumerate(("EGNN", "SchNet"))]
+    space = {mt: {"type": "categorical", "choices": ["EGNN", "SchNet"]}, hd: {"type": "int", "low": 8, "high": 16},
+             lr: {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}
+    campaign = build_campaign(tmp_path / "campaign", alloy_store, small_base_config(epochs=1, potential=True),
+                              plans, space)
+    out = tmp_path / "out"
+    assert main(["export", str(campaign.root), "--top-k", "2", "--format", "hydragnn", "-o", str(out),
+                 "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if line.startswith("left out: ")]
+    assert "left out" not in captured.err
+    written = {int(p.stem.split("_")[1]): json.loads(p.read_text()) for p in out.glob("trial_*.json")}
+    assert sorted(written) == [0]  # the EGNN
+    assert len(lines) == 2
+    assert lines[0].startswith("left out: trial 1, no HydraGNN config written: potential mode with SchNet: "
+                               "HydraGNN's SchNet refuses edge features with interatomic potentials")
+    # the heads the EGNN predicts that its HydraGNN config does not: each named once, with why
+    predicted = campaign.base_config["NeuralNetwork"]["Variables_of_interest"]["output_names"]
+    network = written[0]["NeuralNetwork"]
+    kept = set(network["Variables_of_interest"]["output_names"])
+    assert kept == {"formation_energy"} and network["Architecture"]["force_weight"] > 0  # forces by autograd
+    missing = [h for h in predicted if h not in kept and h != "forces"]
+    assert missing == ["stress"]
+    assert lines[1] == ("left out: head 'stress' of trial 0 (the HydraGNN config predicts no stress): HydraGNN's "
+                        "interatomic potential trains exactly one head, the energy, with forces by autograd (its "
+                        "energy_force_loss asserts num_heads == 1), and computes no stress (no strain derivative); "
+                        "ours reports it as dE/dstrain")

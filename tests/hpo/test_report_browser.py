@@ -168,6 +168,8 @@ window.addEventListener('load', () => {
     legend: Array.from(document.querySelectorAll('ul.gantt-legend li')).map((li) => li.textContent),
     gantt: gantt ? {natural: gantt.naturalWidth, shown: gantt.clientWidth} : null,  // clientWidth: without its border
     importanceNote: (document.querySelector('p.importance-note') || {}).textContent || '',
+    baselines: Array.from(document.querySelectorAll('table.baselines tbody tr'))
+        .map((tr) => Array.from(tr.cells).map((c) => c.textContent)),
     ensemble: Array.from(document.querySelectorAll('table')).filter((t) => t.tHead.rows[0].cells[1]
         && t.tHead.rows[0].cells[1].textContent === 'weight').flatMap((t) => Array.from(t.tBodies[0].rows)
         .map((tr) => Array.from(tr.cells).map((c) => c.textContent))),
@@ -241,17 +243,26 @@ def test_the_laid_out_page_fits_its_boxes_with_rounded_numbers_per_atom_energies
         assert element["right"] <= probe["viewport"] and element["scrollWidth"] <= element["clientWidth"] + 1
     # the trials table: each head's validation MAE, energy per atom (every validation cell has 8 atoms)
     header = probe["header"]
-    assert header[-5:] == ["energy MAE (eV/atom)", "forces MAE (eV/Å)", "slots", "epochs", "wall_s"]
+    assert header[-5:] == ["energy MAE (meV/atom)", "forces MAE (eV/Å)", "slots", "epochs", "wall_s"]
     col = {name: i for i, name in enumerate(header)}
     assert len(probe["rows"]) == 61  # 60 completed and the stopped one (the failed one has no objective)
     for row in probe["rows"]:
         tid = int(row[col["trial"]])
-        energy, forces, lr = row[col["energy MAE (eV/atom)"]], row[col["forces MAE (eV/Å)"]], row[col["learning_rate"]]
-        assert float(energy) == rounded(energy_mae(tid) / 8, 4) and significant_digits(energy) <= 4
+        energy, forces, lr = row[col["energy MAE (meV/atom)"]], row[col["forces MAE (eV/Å)"]], row[col["learning_rate"]]
+        assert float(energy) == rounded(1000 * energy_mae(tid) / 8, 4) and significant_digits(energy) <= 4
         assert float(forces) == rounded(forces_mae(tid), 4) and significant_digits(forces) <= 4
         assert float(lr) == rounded(params[tid][LR], 4) and significant_digits(lr) <= 4
         assert significant_digits(row[col["objective"]]) <= 6
     assert "divided by its 8 atoms" in probe["maeNote"]
+    # the baselines under it, in the same units: the composition-linear energy (one reference energy,
+    # Cu's, fitted on the four 8-atom training cells: the mean of their energies per atom) and zero forces
+    reference = sum(-3.5 + 0.01 * k / 8 for k in range(4)) / 4
+    per_atom = sum(abs(8 * reference - (-28.0 + 0.01 * (10 + k))) / 8 for k in range(3)) / 3
+    energy_row, forces_row = probe["baselines"]
+    assert energy_row[:2] == ["energy", "meV/atom"] and float(energy_row[2]) == rounded(1000 * per_atom, 4)
+    assert float(energy_row[3]) == rounded(1000 * min(energy_mae(t) for t in range(60)) / 8, 4)
+    assert energy_row[5].startswith("composition-linear (1 reference")
+    assert forces_row[:3] == ["forces", "eV/Å", "0"] and forces_row[5] == "zero forces"
     # the Gantt chart at its own size (its 8 pt ids 11 px tall), and a legend of what it draws
     assert probe["gantt"]["shown"] == probe["gantt"]["natural"] > 0
     drawn = {"completed", "stopped", "failed"}  # the statuses of the trials written above

@@ -1,9 +1,10 @@
 """The report's table parts without a browser: numbers to significant digits, the per-head MAE
-columns (a total energy per atom only where every validation structure has the same atom count),
-and the importance note's numbers."""
+columns (an energy per atom in meV/atom: a total from the trial's per-atom MAE, or where every
+validation structure has the same atom count), and the importance note's numbers."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from ase.build import bulk
 
@@ -43,8 +44,8 @@ def _dataset(path, val: list[tuple[int, int, int]]):
     return write_dataset(path, graphs, HEADS, splits=splits)
 
 
-def _trial(energy_mae: float):
-    heads = {"energy": {"val_mae": energy_mae, "unit": "eV"}, "forces": {"val_mae": 0.05, "unit": "eV/Å"},
+def _trial(energy_mae: float, energy_per_atom: float | None = None):
+    heads = {"energy": {"val_mae": energy_mae, "unit": "eV", "val_mae_per_atom": energy_per_atom}, "forces": {"val_mae": 0.05, "unit": "eV/Å"},
              "site_energy": {"val_mae": 0.02, "unit": "eV"}, "formation": {"val_mae": 0.01, "unit": "eV/atom"}}
     events = [{"event": "campaign_started", "time": 0.0, "campaign": {}, "resume": False, "ranks": 2, "slots": 1},
               {"event": "trial_suggested", "time": 0.0, "trial_id": 0, "params": params(0), "attempt": 0},
@@ -61,11 +62,11 @@ def test_a_total_energy_is_per_atom_when_every_validation_structure_has_the_same
                                  8, (8, 8))
     record = _trial(1.6)
     columns = {c.head: c for c in head_columns([record], shape)}
-    assert [c.header for c in columns.values()] == ["energy MAE (eV/atom)", "forces MAE (eV/Å)",
-                                                    "site_energy MAE (eV)", "formation MAE (eV/atom)"]
-    assert columns["energy"].value(record) == 1.6 / 8
-    # a node-level eV head is per atom already, a head in eV/atom is left as it is
-    assert columns["site_energy"].value(record) == 0.02 and columns["formation"].value(record) == 0.01
+    assert [c.header for c in columns.values()] == ["energy MAE (meV/atom)", "forces MAE (eV/Å)",
+                                                    "site_energy MAE (eV)", "formation MAE (meV/atom)"]
+    assert columns["energy"].value(record) == pytest.approx(1000 * 1.6 / 8)
+    # a node-level eV head is per atom already; a head in eV/atom is shown in meV/atom
+    assert columns["site_energy"].value(record) == 0.02 and columns["formation"].value(record) == pytest.approx(10.0)
 
 
 def test_a_total_energy_stays_per_structure_when_sizes_differ_or_the_dataset_is_gone(tmp_path):
@@ -75,6 +76,17 @@ def test_a_total_energy_stays_per_structure_when_sizes_differ_or_the_dataset_is_
     for shape in (mixed, read_dataset_shape(tmp_path / "moved_away.bp"), None):
         energy = head_columns([record], shape)[0]
         assert energy.header == "energy MAE (eV per structure)" and energy.value(record) == 1.6
+
+
+def test_a_total_energy_is_per_atom_where_the_trials_report_it_whatever_the_sizes(tmp_path):
+    """The trainer's val_mae_per_atom (mean of |error| / atoms) is shown in meV/atom, whatever the
+    validation structures' sizes; a trial without it falls back to per structure only where sizes
+    differ (it then has no value in the per-atom column)."""
+    mixed = read_dataset_shape(tmp_path / "moved_away.bp")
+    reported, old = _trial(1.6, 0.0291), _trial(1.2)
+    energy = head_columns([reported, old], mixed)[0]
+    assert energy.header == "energy MAE (meV/atom)"
+    assert energy.value(reported) == pytest.approx(29.1) and energy.value(old) is None
 
 
 def test_the_importance_note_says_how_many_trials_it_needs_and_how_many_there_are():

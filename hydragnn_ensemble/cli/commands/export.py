@@ -2,6 +2,8 @@
 
 Writes the K best completed trials' configurations (the base config with each trial's values,
 checked against the trial's own config.json) and ``members.csv`` (hyperparameters and metrics).
+With ``--format hydragnn`` every member and every head HydraGNN cannot take is named on stdout, one
+``left out: ...`` line each with the reason, before the files written.
 Exit code 0 on success, 2 for a user error.
 """
 
@@ -53,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {len(stopped)} trial(s) that would have ranked in the top {args.top_k} were stopped early "
               f"by the campaign's stopper and are not exported: {', '.join(str(t.trial_id) for t in stopped)}",
               file=sys.stderr)
-    for trial_id, why in result.not_expressible:
-        print(f"warning: trial {trial_id}: no HydraGNN config written: {why}", file=sys.stderr)
+    for line in result.left_out_lines():
+        print(line)
     for path in result.files:
         print(path)
     return 0

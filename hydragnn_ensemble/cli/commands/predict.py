@@ -117,15 +117,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Any, predictor: Any) -> None:
+    from graph_builders.schema import MEV_PER_ATOM, in_mev_per_atom
+
     rate = f" ({result.predicted / result.seconds:.1f}/s)" if result.seconds > 0 else ""
     print(f"{result.predicted} structure(s) predicted by {predictor.num_members} member(s) in {result.seconds:.1f} s"
           f"{rate} -> {result.output}")
     if result.ranks > 1:
         print(f"  on {result.ranks} MPI ranks: {result.chunks} chunk(s) of at most {result.largest_chunk} "
               "structure(s) each, merged in input order")
-    for head, (mae, count) in result.errors.items():
+    for head, error in result.errors.items():
         unit = predictor.heads[head].unit
-        print(f"  {head}: MAE {mae:.4g}{' ' + unit if unit else ''} against the labels of {count} input structure(s) "
+        per_atom = ("" if error.mae_per_atom is None else
+                    f" ({in_mev_per_atom(error.mae_per_atom, unit):.4g} {MEV_PER_ATOM})")
+        print(f"  {head}: MAE {error.mae:.4g}{' ' + unit if unit else ''}{per_atom} against the labels of "
+              f"{error.count} input structure(s) "
               f"(columns {head}_ref/_error{'' if predictor.heads[head].level == 'graph' else ', _mae'})")
     if result.outside:
         print(f"{result.outside} of {result.predicted} outside the ensemble's applicability domain (in_domain = no; "

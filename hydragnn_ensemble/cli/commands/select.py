@@ -1,8 +1,10 @@
 """``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method {topk,greedy,greedy-per-head} -o ENSEMBLE_DIR``.
 
 Builds a self-contained ensemble directory (manifest.json + copied member checkpoints) from the
-completed trials of a campaign; ``--calibrate`` then fits per-head std scales on the validation
-split and reports calibration metrics on the test split (plots in ENSEMBLE_DIR/calibration/).
+completed trials of a campaign and prints the ensemble's errors on the test split beside the
+baselines it must beat (composition-linear energies fitted on the trainset, zero forces and stress;
+energies also per atom); ``--calibrate`` then fits the uncertainty model and reports calibration
+metrics on the test split (plots in ENSEMBLE_DIR/calibration/).
 Exit code 0 on success, 2 for a user error (no such campaign, too few completed trials, ...).
 """
 
@@ -91,6 +93,22 @@ def _print_cost(selection) -> None:
     print(f"members' summed inference time: {selection.inference_ms:.3g} ms per graph{budget}")
 
 
+def _print_accuracy(ensemble_dir: Path, dataset: str | None, batch_size: int, progress: bool) -> None:
+    """The ensemble's errors on the testset beside the baselines (one line when it cannot be run)."""
+    from ensemble.accuracy import evaluate_split
+
+    if dataset is None:
+        print("no accuracy on the testset: the manifest records no dataset (select --dataset)", file=sys.stderr)
+        return
+    try:
+        report = evaluate_split(ensemble_dir, dataset, "testset", batch_size=batch_size, progress=progress)
+    except ValueError as exc:  # no testset, an empty one
+        print(f"no accuracy on the testset: {exc}", file=sys.stderr)
+        return
+    print()
+    print(report.format_table())
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -129,12 +147,18 @@ def run(args: argparse.Namespace) -> int:
         per_head = "  " + " ".join(f"{h}={w:.2f}" for h, w in m.head_weights.items()) if m.head_weights else ""
         print(f"{m.trial_id:>6} {m.weight:>7.3f} {m.objective:>11.5g}  {arch.get('mpnn_type', '?'):<9}  "
               f"{arch.get('hidden_dim', '?')}{per_head}")
+    if not args.calibrate:
+        dataset = str(args.dataset) if args.dataset is not None else manifest.dataset
+        _print_accuracy(args.output, dataset, args.batch_size, not args.no_progress)
     if args.calibrate:
         try:
             report = calibrate(args.output, args.dataset, plots=not args.no_plots,
                                progress=not args.no_progress)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
+        if report.accuracy is not None:
+            print()
+            print(report.accuracy.format_table())
         print(f"\nuncertainty (fitted on the trainset and {report.fit_split}, metrics on {report.eval_split}):")
         print(report.format_table())
         for warning in report.warnings:
