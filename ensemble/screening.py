@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graph_builders.schema import HeadRegistry
 from ensemble.combine import EnsemblePrediction
 from ensemble.input_plan import BadInput, InputPlan, Position, plan_inputs
 from ensemble.inputs import ChunkReader, InputItem
-from graph_builders.schema import HeadRegistry
 from ensemble.outputs import (CsvLayout, ReferenceError, ReferenceSums, frame_text, labelled_heads, node_frame,
                               node_heads, reference_sums)
 from ensemble.partials import (
