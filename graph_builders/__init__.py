@@ -8,32 +8,34 @@ See :mod:`graph_builders.schema` for the schema every builder follows.
 - store: :func:`write_dataset`, :class:`GraphStore`, :class:`AdiosGraphDataset`
 """
 
-from graph_builders.atomic import AtomicGraphBuilder, atoms_to_graph
-from graph_builders.continuum import MeshError, mesh_to_graph, unique_element_edges
-from graph_builders.mesoscale import (
-    EDGE_FEATURES,
-    GRAIN_FEATURES,
-    MicrostructureError,
-    grains_to_graph,
-    voxels_to_graph,
-)
-from graph_builders.readers import InvalidStructureError, StructureReadError, read_structures, structure_to_atoms
-from graph_builders.schema import (
-    GraphSchemaError,
-    HeadRegistry,
-    HeadSpec,
-    edge_vectors,
-    validate_graph,
-)
-from graph_builders.store import (
-    AdiosGraphDataset,
-    GraphStore,
-    StoreError,
-    describe,
-    shard_indices,
-    update_normalisation,
-    write_dataset,
-)
+#: public name -> the module that defines it, imported on first use (PEP 562): importing one
+#: submodule (e.g. the torch-free :mod:`graph_builders.units`) does not import the builders and torch
+_WHERE: dict[str, str] = {
+    "AtomicGraphBuilder": "graph_builders.atomic", "atoms_to_graph": "graph_builders.atomic",
+    "MeshError": "graph_builders.continuum", "mesh_to_graph": "graph_builders.continuum",
+    "unique_element_edges": "graph_builders.continuum",
+    "EDGE_FEATURES": "graph_builders.mesoscale", "GRAIN_FEATURES": "graph_builders.mesoscale",
+    "MicrostructureError": "graph_builders.mesoscale", "grains_to_graph": "graph_builders.mesoscale",
+    "voxels_to_graph": "graph_builders.mesoscale",
+    "InvalidStructureError": "graph_builders.readers", "StructureReadError": "graph_builders.readers",
+    "read_structures": "graph_builders.readers", "structure_to_atoms": "graph_builders.readers",
+    "GraphSchemaError": "graph_builders.schema", "HeadRegistry": "graph_builders.schema",
+    "HeadSpec": "graph_builders.schema", "edge_vectors": "graph_builders.schema",
+    "validate_graph": "graph_builders.schema",
+    "AdiosGraphDataset": "graph_builders.store", "GraphStore": "graph_builders.store",
+    "StoreError": "graph_builders.store", "describe": "graph_builders.store",
+    "shard_indices": "graph_builders.store", "update_normalisation": "graph_builders.store",
+    "write_dataset": "graph_builders.store",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EDGE_FEATURES",

@@ -29,134 +29,20 @@ stored next to the graphs in the dataset file and is what the trainer, ensemble 
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator, Literal
-
 import torch
 from torch_geometric.data import Data
 
-HeadLevel = Literal["graph", "node"]
-TARGET_PREFIX = "y_"
-
-
-@dataclass(frozen=True)
-class HeadSpec:
-    """One prediction target: ``name`` (stored as ``y_<name>``), ``level``, ``dim`` and ``unit``."""
-
-    name: str
-    level: HeadLevel
-    dim: int
-    unit: str = ""
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.name.isidentifier():
-            raise ValueError(f"head name {self.name!r} must be a Python identifier")
-        if self.level not in ("graph", "node"):
-            raise ValueError(f"head {self.name!r}: level must be 'graph' or 'node', got {self.level!r}")
-        if int(self.dim) < 1:
-            raise ValueError(f"head {self.name!r}: dim must be >= 1, got {self.dim}")
-
-    @property
-    def key(self) -> str:
-        """Attribute name of this head's target on a ``Data`` object."""
-        return TARGET_PREFIX + self.name
-
-
-@dataclass(frozen=True)
-class HeadRegistry:
-    """Ordered collection of heads of one dataset."""
-
-    heads: tuple[HeadSpec, ...] = field(default_factory=tuple)
-
-    def __post_init__(self) -> None:
-        names = [h.name for h in self.heads]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate head names: {sorted(dup)}")
-
-    def __iter__(self) -> Iterator[HeadSpec]:
-        return iter(self.heads)
-
-    def __len__(self) -> int:
-        return len(self.heads)
-
-    def __contains__(self, name: object) -> bool:
-        return any(h.name == name for h in self.heads)
-
-    def __getitem__(self, name: str) -> HeadSpec:
-        for h in self.heads:
-            if h.name == name:
-                return h
-        raise KeyError(f"unknown head {name!r}; known heads: {self.names}")
-
-    @property
-    def names(self) -> list[str]:
-        return [h.name for h in self.heads]
-
-    def to_json(self) -> str:
-        return json.dumps([asdict(h) for h in self.heads])
-
-    @classmethod
-    def from_json(cls, text: str) -> "HeadRegistry":
-        return cls(tuple(HeadSpec(**d) for d in json.loads(text)))
-
-    @classmethod
-    def of(cls, heads: Iterable[HeadSpec]) -> "HeadRegistry":
-        return cls(tuple(heads))
-
-
-#: Energy units a head's ``unit`` may name, in eV; ``<unit>/atom`` is the same unit per atom.
-ENERGY_UNITS_IN_EV: dict[str, float] = {
-    "eV": 1.0,
-    "meV": 1e-3,
-    "Ha": 27.211386245988,
-    "Hartree": 27.211386245988,
-    "Ry": 13.605693122994,
-    "kcal/mol": 0.0433641043,
-    "kJ/mol": 0.0103642688,
-}
-PER_ATOM_SUFFIX = "/atom"
-
-
-@dataclass(frozen=True)
-class EnergyUnit:
-    """What an energy head's unit says: the factor to eV and whether it is per atom or a total."""
-
-    to_ev: float
-    per_atom: bool
-
-
-def energy_unit(unit: str) -> EnergyUnit | None:
-    """``"eV"`` -> total in eV, ``"eV/atom"`` -> per atom, ``"meV/atom"``, ``"Ha"``, ``"kcal/mol"`` ...
-    (:data:`ENERGY_UNITS_IN_EV`); None when ``unit`` is not an energy unit (``""`` included).
-
-    The unit decides everywhere whether an energy is a total or per atom: in potential-mode
-    training (the model's energy head outputs what the labels are), the ASE calculator and
-    ``predict``."""
-    text = unit.strip()
-    per_atom = text.endswith(PER_ATOM_SUFFIX)
-    base = text.removesuffix(PER_ATOM_SUFFIX).strip() if per_atom else text
-    factor = ENERGY_UNITS_IN_EV.get(base)
-    return None if factor is None else EnergyUnit(factor, per_atom)
-
-
-#: The unit energies per atom are shown in wherever they are compared (the MLIP literature's).
-MEV_PER_ATOM = "meV/atom"
-
-
-def energy_is_total(unit: str) -> bool:
-    """Whether ``unit`` is an energy unit of a structure's total (``eV``, ``Ha``, ...; not per atom)."""
-    parsed = energy_unit(unit)
-    return parsed is not None and not parsed.per_atom
-
-
-def in_mev_per_atom(value: float, unit: str) -> float | None:
-    """``value``, an energy per atom in the energy unit ``unit`` (``eV``, or ``eV/atom``: the same
-    per atom), in :data:`MEV_PER_ATOM`; None when ``unit`` is not an energy unit."""
-    parsed = energy_unit(unit)
-    return None if parsed is None else float(value) * parsed.to_ev * 1000.0
+# heads (name, level, dim, unit) and energy units live in torch-free modules; re-exported here
+from graph_builders.heads import TARGET_PREFIX, HeadLevel, HeadRegistry, HeadSpec  # noqa: F401
+from graph_builders.units import (  # noqa: F401
+    ENERGY_UNITS_IN_EV,
+    MEV_PER_ATOM,
+    PER_ATOM_SUFFIX,
+    EnergyUnit,
+    energy_is_total,
+    energy_unit,
+    in_mev_per_atom,
+)
 
 
 class GraphSchemaError(ValueError):

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_builders.schema import MEV_PER_ATOM, energy_unit
+from graph_builders.units import MEV_PER_ATOM, energy_unit
 from hpo.state import TrialRecord
 
 #: the split the trials' validation MAE is computed over

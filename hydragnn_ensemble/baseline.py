@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph_builders.schema import HeadRegistry, HeadSpec, energy_unit
+from graph_builders.heads import HeadRegistry, HeadSpec
+from graph_builders.units import energy_unit
 
 #: graphs per read, and nodes per read (a larger graph is read alone): what one read holds
 BLOCK = 4096

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from hydragnn_ensemble.result import TrialStatus
 from scheduler.cost_model import (STARTUP_PRIOR_S, CostModel, CostModelError, DatasetStats, EpochTimes,
                                   ParallelEfficiency, TrialFeatures, load_anchors)
 from scheduler.data_cost import load_data_cost
@@ -166,13 +167,13 @@ def learn_campaign(model: CostModel, campaign_dir: Path) -> int:
     return taught
 
 
-def _status(attempt, trial: SimTrial) -> str:
+def _status(attempt, trial: SimTrial) -> TrialStatus:
     """How a trial's last attempt ended, in the campaign's status words."""
     if not attempt.ok:
-        return "failed"
+        return TrialStatus.FAILED
     if attempt.stopped:
-        return "stopped"
-    return "completed" if (attempt.epochs or 0) >= trial.epochs else "timeout"
+        return TrialStatus.STOPPED
+    return TrialStatus.COMPLETED if (attempt.epochs or 0) >= trial.epochs else TrialStatus.TIMEOUT
 
 
 def _plan(result: SimResult, trials: dict[int, SimTrial], nodes: int, hours: float, note: str) -> CampaignPlan:
@@ -185,7 +186,8 @@ def _plan(result: SimResult, trials: dict[int, SimTrial], nodes: int, hours: flo
     sizes = Counter(len(r.held) for r in result.records if r.attempt == 1)
     scored = [r for r in within if r.objective is not None and math.isfinite(r.objective)]
     best = min(scored, key=lambda r: r.objective, default=None)
-    return CampaignPlan(nodes, hours, len(within), dict(statuses), statuses.get("completed", 0), dict(sizes),
+    counts = {status.value: n for status, n in statuses.items()}
+    return CampaignPlan(nodes, hours, len(within), counts, statuses.get(TrialStatus.COMPLETED, 0), dict(sizes),
                         float(result.summary["utilisation"]), float(result.summary["makespan_s"]) / 3600.0,
                         None if best is None else float(best.objective),
                         None if best is None else float(best.end) / 3600.0, note)
