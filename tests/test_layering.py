@@ -141,3 +141,14 @@ if __name__ == "__main__":
     for group in cycles:
         print("   " + " -> ".join(group))
     sys.exit(1 if cycles or any(LAYER[a] <= LAYER[b] for a, b in layer_edges(imports)) else 0)
+
+
+def test_the_campaign_runtime_imports_no_torch():
+    """Every MPI rank of a campaign imports the runtime; torch costs each of them seconds of start-up
+    (and memory) although only trial processes train. The runtime's imports must stay torch-free."""
+    import subprocess
+
+    probe = ("import sys, scheduler.runtime.run, hydragnn_ensemble.cli.commands.hpo; "
+             "print(sorted(m for m in ('torch', 'torch_geometric') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
