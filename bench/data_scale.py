@@ -144,43 +144,26 @@ def _log_time(log: str, marker: str) -> float:
 
 
 def loader(data: Path, batches: int, rounds: int) -> None:
-    """Streamed loader vs raw bulk read vs graph-by-graph reads, graphs/s (medians of ``rounds``)."""
-    import torch
-
+    """Streamed loader vs raw bulk read vs graph-by-graph reads, graphs/s (medians of ``rounds``),
+    reading the fields of energy-only heads and those of an interatomic potential (geometry)."""
     from graph_builders.store import open_dataset
-    from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches
-    from hydragnn_ensemble.train.data import FieldSelection, StoreSource, prepare_data
 
-    torch.set_num_threads(1)
-    source = StoreSource(data)
-    heads = source.heads
-    fields = FieldSelection(tuple(h.key for h in heads), (0,), False, False)
-    prepared = prepare_data(source, heads, fields, where=str(data), preload=False)
-    split = prepared.splits["trainset"]
-    streamed, raw, single = [], [], []
-    nbytes = prepared.splits["trainset"].source.facts().splits["trainset"].nbytes / len(split)
-    for r in range(rounds):
-        it = EpochBatches(split, 32, seed=r, chunk=32 // RUNS_PER_BATCH)
-        t0, n, k, epoch = time.perf_counter(), 0, 0, 0
-        while k < batches:  # as many epochs as it takes
-            it.set_epoch(epoch)
-            for batch in it:
-                n, k = n + batch.num_graphs, k + 1
-                if k == batches:
-                    break
-            epoch += 1
-        streamed.append(n / (time.perf_counter() - t0))
-        raw.append(_raw_rate(data, split.keys))
-        with open_dataset(data) as store:
+    single = []
+    with open_dataset(data) as store:
+        for r in range(rounds):
             idx = np.random.default_rng(r).integers(0, store.num_graphs("trainset"), 400)
             t0 = time.perf_counter()
             for i in idx.tolist():
                 store.get("trainset", i)
             single.append(len(idx) / (time.perf_counter() - t0))
-    s, w, g = (float(np.median(x)) for x in (streamed, raw, single))
-    print(f"{data.name} ({nbytes / 1e3:.1f} kB per graph): streamed loader {s:,.0f} graphs/s "
-          f"({1e6 / s:.1f} us per graph); raw bulk ADIOS2 read {w:,.0f} graphs/s (ratio {s / w:.2f}); "
-          f"graph by graph {g:,.0f} graphs/s (loader / that {s / g:.1f}x)")
+    g = float(np.median(single))
+    print(f"{data.name}: graph by graph (GraphStore.get, every field) {g:,.0f} graphs/s")
+    for geometry, what in ((False, "energy heads"), (True, "potential (+ cell, shifts, edge_attr)")):
+        s, nbytes, keys = _loader_rate(data, batches, rounds, geometry)
+        w = float(np.median([_raw_rate(data, keys) for _ in range(rounds)]))
+        print(f"  {what}: streamed loader {s:,.0f} graphs/s ({1e6 / s:.1f} us per graph, {nbytes / 1e3:.1f} kB); "
+              f"raw bulk ADIOS2 read of the same fields {w:,.0f} graphs/s (ratio {s / w:.2f}); "
+              f"loader / graph by graph {s / g:.1f}x")
 
 
 def fit(datasets: list[Path], batches: int, rounds: int, write: bool) -> None:
@@ -191,7 +174,7 @@ def fit(datasets: list[Path], batches: int, rounds: int, write: bool) -> None:
 
     sizes, seconds, opens = [], [], []
     for data in datasets:
-        rate, nbytes = _loader_rate(data, batches, rounds)
+        rate, nbytes, _ = _loader_rate(data, batches, rounds, geometry=True)
         sizes.append(nbytes)
         seconds.append(1.0 / rate)
         opens.append(_open_seconds(data, rounds))
@@ -208,22 +191,23 @@ def fit(datasets: list[Path], batches: int, rounds: int, write: bool) -> None:
         print(f"written to {DATA_COST_FILE}")
 
 
-def _loader_rate(data: Path, batches: int, rounds: int) -> tuple[float, float]:
-    """(graphs/s of the streamed loader, median over rounds; stored bytes per graph)."""
+def _loader_rate(data: Path, batches: int, rounds: int, geometry: bool) -> tuple[float, float, list[str]]:
+    """(graphs/s of the trainer's streamed loader over ``batches`` batches of 32, the median over
+    rounds; stored bytes per graph; the keys it reads), reading a potential's fields or not."""
     import torch
 
-    from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches
-    from hydragnn_ensemble.train.data import FieldSelection, StoreSource, prepare_data
+    from hydragnn_ensemble.train.data import FieldSelection, StoreSource, epoch_batches, prepare_data
 
     torch.set_num_threads(1)
     source = StoreSource(data)
-    fields = FieldSelection(tuple(h.key for h in source.heads), (0,), True, True)
-    split = prepare_data(source, source.heads, fields, where=str(data), preload=False).splits["trainset"]
+    fields = FieldSelection(tuple(h.key for h in source.heads), (0,), geometry, geometry)
+    prepared = prepare_data(source, source.heads, fields, where=str(data), preload=False)
+    split = prepared.splits["trainset"]
     rates = []
     for r in range(rounds):
-        it = EpochBatches(split, 32, seed=r, chunk=32 // RUNS_PER_BATCH)
+        it = epoch_batches(prepared, 32, seed=r)
         t0, n, k, epoch = time.perf_counter(), 0, 0, 0
-        while k < batches:
+        while k < batches:  # as many epochs as it takes
             it.set_epoch(epoch)
             for batch in it:
                 n, k = n + batch.num_graphs, k + 1
@@ -231,7 +215,7 @@ def _loader_rate(data: Path, batches: int, rounds: int) -> tuple[float, float]:
                     break
             epoch += 1
         rates.append(n / (time.perf_counter() - t0))
-    return float(np.median(rates)), source.facts().splits["trainset"].nbytes / len(split)
+    return float(np.median(rates)), split.bytes_per_graph, split.keys
 
 
 def _open_seconds(data: Path, rounds: int) -> float:
@@ -321,12 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--work", type=Path, default=Path("bench/out/data_scale"))
     p = sub.add_parser("loader")
     p.add_argument("dataset", type=Path)
-    p.add_argument("--batches", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batches", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=5)
     p = sub.add_parser("fit")
     p.add_argument("datasets", nargs="+", type=Path)
-    p.add_argument("--batches", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batches", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--write", action="store_true", help="into scheduler/data_cost.json")
     p = sub.add_parser("balance")
     p.add_argument("dataset", type=Path)

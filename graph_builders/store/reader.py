@@ -88,6 +88,17 @@ class GraphBlock:
             arrays[key], counts[key] = array[tuple(index)], self.counts[key][start:stop]
         return GraphBlock(self.start + start, self.start + stop, arrays, counts, self.specs)
 
+    @classmethod
+    def concat(cls, blocks: "list[GraphBlock]") -> "GraphBlock":
+        """One block holding the graphs of ``blocks`` in order (copied; the same keys in each);
+        it starts where the first one does."""
+        if len(blocks) == 1:
+            return blocks[0]
+        specs = blocks[0].specs
+        return cls(blocks[0].start, blocks[0].start + sum(map(len, blocks)),
+                   {key: np.concatenate([b.arrays[key] for b in blocks], axis=specs[key].cat_dim) for key in specs},
+                   {key: np.concatenate([b.counts[key] for b in blocks]) for key in specs}, specs)
+
     def _firsts(self, key: str) -> np.ndarray:
         """Where each graph's rows of ``key`` start in the block (and the end), computed once."""
         if self._offsets is None:
@@ -110,7 +121,7 @@ class GraphBlock:
 
 def _read_rows(engine: adios2.Engine, field: _Field, first: int, count: int) -> np.ndarray:
     """Rows ``[first, first + count)`` of ``field`` along its axis: one contiguous read per leading
-    index.
+    index, deferred (the array is filled by the engine's next ``perform_gets``).
 
     Along axis 0 a range is one contiguous byte range. Along a later axis (edge_index: axis 1) the
     selection of the whole [2, E] block would make ADIOS2 read everything between the first and the
@@ -126,12 +137,12 @@ def _read_rows(engine: adios2.Engine, field: _Field, first: int, count: int) -> 
     start[axis] = first
     if axis == 0:
         field.variable.set_selection([start, shape])
-        engine.get(field.variable, out, bindings.Mode.Sync)
+        engine.get(field.variable, out, bindings.Mode.Deferred)
         return out
     row_count = [1] * axis + shape[axis:]
     for lead in np.ndindex(*shape[:axis]):
         field.variable.set_selection([list(lead) + start[axis:], row_count])
-        engine.get(field.variable, out[lead], bindings.Mode.Sync)
+        engine.get(field.variable, out[lead], bindings.Mode.Deferred)
     return out
 
 
@@ -301,6 +312,7 @@ class GraphStore:
             if field.derived_from is None:
                 first = int(self._offsets(split, field, start, stop)[0]) if stop > start else 0
                 arrays[key] = _read_rows(engine, field, first, int(counts[key].sum()))
+        engine.perform_gets()  # every field's rows in one go
         nodes = counts.get("pos", np.zeros(stop - start, dtype=np.int64))
         edges = counts.get("edge_index", np.zeros(stop - start, dtype=np.int64))
         for key in needed:

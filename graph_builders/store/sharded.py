@@ -214,14 +214,9 @@ class ShardedStore:
         if not 0 <= start <= stop <= n:
             raise SampleIndexError(f"{self.path}: range [{start}, {stop}) is not inside {split!r} with {n} graphs")
         blocks = [self._shard(k).read_block(split, a, b, keys) for k, a, b in self._pieces(split, start, stop)]
-        if len(blocks) == 1:
-            return blocks[0]
         if not blocks:
             return self._shard(self._first_with(split) or 0).read_block(split, 0, 0, keys)
-        specs = blocks[0].specs
-        return GraphBlock(blocks[0].start, blocks[0].start + sum(map(len, blocks)),
-                          {key: np.concatenate([b.arrays[key] for b in blocks], axis=specs[key].cat_dim) for key in specs},
-                          {key: np.concatenate([b.counts[key] for b in blocks]) for key in specs}, specs)
+        return GraphBlock.concat(blocks)
 
     # -- internals -------------------------------------------------------------------------------
     def _check_split(self, split: str) -> None:

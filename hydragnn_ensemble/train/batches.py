@@ -1,21 +1,24 @@
 """What each process of a trial trains and evaluates on, batch by batch, with bounded memory.
 
 **One epoch's global batches** (:func:`epoch_plan`): the training split is cut into chunks of
-``chunk`` consecutive graphs, the chunks are visited in a seeded random order (per epoch), and the
-stream of graphs is cut into global batches of ``batch_size``. Each global batch is a few
-contiguous runs of the split, so it is read with one block read per run and field
-(:meth:`graph_builders.store.GraphStore.read_block`); the writer stores every split in random
-order, so a run is a random sample. The plan does not depend on the number of processes: one
-process and N processes train on the same global batches.
+``chunk`` consecutive graphs, and the chunks into windows of ``window`` consecutive graphs. Each
+epoch visits the windows in a seeded random order and, inside a window, its chunks in a seeded
+random order; the stream of graphs is cut into global batches of ``batch_size`` (a window is a
+whole number of batches, so a batch never straddles two). Each global batch is a few contiguous
+runs of one window: one process reads the window once (one block read per field) and serves its
+batches from memory; the writer stores every split in random order, so a run is a random sample.
+The plan does not depend on the number of processes: one process and N processes train on the same
+global batches.
 
 **Each process's share** (:func:`balanced_cuts`): a global batch is split among the processes of a
 data-parallel trial so that each share has equal work, not equal graph counts: the graphs' costs
 (edges + nodes) in the batch's order are cut at the prefix sums nearest ``k/N`` of the total. Every
-step waits for its slowest process, so balancing work balances steps.
+step waits for its slowest process, so balancing work balances steps. Such a process reads only
+its share's runs (reading whole windows would multiply its reads by N).
 
 **Where graphs come from** (:class:`SplitView`): in memory (preloaded, slimmed once) or read
-block by block from the dataset as they are needed (:class:`StreamedSplit`: memory holds one
-batch, whatever the dataset's size).
+from the dataset as they are needed (:class:`hydragnn_ensemble.train.data.StreamedSplit`: memory
+holds one window, :data:`WINDOW_BYTES` of stored data, whatever the dataset's size).
 """
 
 from __future__ import annotations
@@ -34,6 +37,21 @@ from torch_geometric.data import Batch, Data
 RUNS_PER_BATCH = 2
 
 Run = tuple[int, int]  # graphs [start, stop) of a split
+
+#: stored bytes of graphs a streamed split reads at once and keeps (its window); the memory bound
+WINDOW_BYTES = 16 * 2**20
+
+
+def window_graphs(bytes_per_graph: float, batch_size: int) -> int:
+    """Graphs per window: whole batches of about :data:`WINDOW_BYTES` of stored data (at least one)."""
+    batches = int(WINDOW_BYTES // max(1.0, bytes_per_graph * batch_size))
+    return max(1, batches) * batch_size
+
+
+def streamed_chunk(batch_size: int) -> int:
+    """Graphs per chunk of a streamed split's plan: a batch is :data:`RUNS_PER_BATCH` chunks (one
+    when that does not divide it), so chunks, batches and windows stay aligned."""
+    return batch_size // RUNS_PER_BATCH if batch_size % RUNS_PER_BATCH == 0 else batch_size
 
 
 class SplitView(Protocol):
@@ -69,19 +87,30 @@ class InMemorySplit:
         return Batch.from_data_list([g for a, b in runs for g in self._graphs[a:b]])
 
 
-def epoch_plan(n: int, batch_size: int, chunk: int, seed: int, epoch: int, shuffle: bool = True) -> list[list[Run]]:
-    """The global batches of one epoch over ``n`` graphs as lists of runs (module docstring)."""
+def epoch_plan(n: int, batch_size: int, chunk: int, seed: int, epoch: int, shuffle: bool = True,
+               window: int = 0) -> list[list[Run]]:
+    """The global batches of one epoch over ``n`` graphs as lists of runs (module docstring).
+    ``window``: graphs per window, a multiple of ``chunk`` (0: the whole split is one window). A
+    last, shorter chunk comes last, so the other batches stay aligned with the chunks."""
     if n <= 0:
         return []
-    chunks = math.ceil(n / chunk)
-    if shuffle:
-        order = np.random.default_rng((seed, epoch)).permutation(chunks).astype(np.int32)
+    full, rest = divmod(n, chunk)
+    if not shuffle:
+        order = list(range(full + (1 if rest else 0)))
     else:
-        order = np.arange(chunks, dtype=np.int32)
+        rng = np.random.default_rng((seed, epoch))
+        per_window = window // chunk if window else full
+        if per_window <= 0 or per_window >= full:
+            order = rng.permutation(full).tolist()
+        else:
+            starts = np.arange(0, full, per_window)
+            order = [c for w in rng.permutation(len(starts)).tolist()
+                     for c in (starts[w] + rng.permutation(min(per_window, full - starts[w]))).tolist()]
+        order += [full] if rest else []
     batches: list[list[Run]] = []
     current: list[Run] = []
     room = batch_size
-    for c in order.tolist():
+    for c in order:
         start, stop = c * chunk, min(n, (c + 1) * chunk)
         while start < stop:
             take = min(room, stop - start)
@@ -134,18 +163,20 @@ class EpochBatches:
     before; for comparison). A global batch with fewer graphs than processes is skipped by all."""
 
     def __init__(self, split: SplitView, batch_size: int, rank: int = 0, world_size: int = 1, seed: int = 0,
-                 chunk: int = 1, shuffle: bool = True, balance: str = "cost") -> None:
+                 chunk: int = 1, shuffle: bool = True, balance: str = "cost", window: int = 0) -> None:
         if balance not in ("cost", "count"):
             raise ValueError(f"balance must be 'cost' or 'count', got {balance!r}")
         self.split, self.batch_size, self.rank, self.world = split, batch_size, rank, world_size
         self.seed, self.chunk, self.shuffle, self.balance = seed, max(1, chunk), shuffle, balance
+        self.window = window
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def plan(self) -> list[list[Run]]:
-        return epoch_plan(len(self.split), self.batch_size, self.chunk, self.seed, self.epoch, self.shuffle)
+        return epoch_plan(len(self.split), self.batch_size, self.chunk, self.seed, self.epoch, self.shuffle,
+                          self.window)
 
     def my_runs(self, runs: list[Run]) -> list[Run] | None:
         """This process's runs of a global batch (None: the batch is skipped)."""

@@ -24,7 +24,7 @@ from torch_geometric.data import Batch, Data
 from graph_builders.schema import HeadRegistry
 from graph_builders.store.facts import DatasetFacts, FactsBuilder, Moments
 from hydragnn_ensemble.model.edges import sort_edges_by_target
-from hydragnn_ensemble.train.batches import InMemorySplit, SplitView
+from hydragnn_ensemble.train.batches import EpochBatches, InMemorySplit, SplitView, streamed_chunk, window_graphs
 from hydragnn_ensemble.train.normalisation import MIN_STD, HeadStats, Normaliser
 
 SPLITS: tuple[str, ...] = ("trainset", "valset", "testset")
@@ -202,19 +202,36 @@ def standardise_x(x: torch.Tensor, stats: HeadStats) -> torch.Tensor:
 
 
 class StreamedSplit:
-    """A split read from the dataset as it is needed: a batch's runs in one block read per field
-    each (only the fields the model and loss read), collated without a ``Data`` object per graph
-    (:func:`collate_blocks`); only ``kept`` graphs (positions in the split) when some are left out.
-    Memory holds one batch."""
+    """A split read from the dataset as it is needed (only the fields the model and loss read),
+    collated without a ``Data`` object per graph (:func:`collate_blocks`); only ``kept`` graphs
+    (positions in the split) when some are left out.
+
+    With ``window`` set (:meth:`keep_windows`; one process of a trial), the window of ``window``
+    graphs holding a batch is read at once (one block read per field) and kept for the batches
+    that follow; memory holds one window. Without (a data-parallel process), each batch's runs are
+    read as they come: one block read per run and field, memory holds one batch.
+    """
 
     def __init__(self, source: GraphSource, split: str, fields: FieldSelection, x_stats: HeadStats,
                  kept: np.ndarray | None = None) -> None:
         self.source, self.split, self.fields, self.x_stats = source, split, fields, x_stats
         self.kept = kept
         self.keys = fields.keys_to_read(source.keys(split))
+        self.window = 0
+        self._kept_window: tuple[int, object] | None = None  # (first position, its GraphBlock)
 
     def __len__(self) -> int:
         return len(self.kept) if self.kept is not None else self.source.num_graphs(self.split)
+
+    @property
+    def bytes_per_graph(self) -> float:
+        """Stored bytes per graph of the split (its facts), what sizes a window."""
+        facts = self.source.facts().splits[self.split]
+        return facts.nbytes / max(1, facts.ndata)
+
+    def keep_windows(self, window: int) -> None:
+        """Read windows of ``window`` graphs and keep the last one (0: read each batch's runs)."""
+        self.window, self._kept_window = max(0, int(window)), None
 
     def _ranges(self, start: int, stop: int) -> list[tuple[int, int]]:
         """The dataset's ranges holding positions ``[start, stop)`` (contiguous runs of ``kept``)."""
@@ -229,9 +246,31 @@ class StreamedSplit:
         return np.concatenate([n + e for n, e in parts]) if parts else np.zeros(0, dtype=np.int64)
 
     def batch(self, runs) -> Batch:
-        ranges = [r for a, b in runs for r in self._ranges(a, b)]
-        blocks = [self.source.read_block(self.split, a, b, self.keys) for a, b in ranges]
+        if self.window:
+            blocks = [piece for a, b in runs for piece in self._from_windows(a, b)]
+        else:
+            blocks = [self.read(a, b) for a, b in runs]
         return collate_blocks(blocks, self.fields, self.x_stats)
+
+    def read(self, start: int, stop: int):
+        """Positions ``[start, stop)`` as one :class:`graph_builders.store.GraphBlock`."""
+        from graph_builders.store import GraphBlock
+
+        return GraphBlock.concat([self.source.read_block(self.split, a, b, self.keys)
+                                  for a, b in self._ranges(start, stop)])
+
+    def _from_windows(self, start: int, stop: int) -> list:
+        """Positions ``[start, stop)`` as slices of the windows holding them (read when not kept)."""
+        pieces = []
+        while start < stop:
+            first = start - start % self.window
+            if self._kept_window is None or self._kept_window[0] != first:
+                self._kept_window = None  # the old window goes before the new one is read
+                self._kept_window = (first, self.read(first, min(len(self), first + self.window)))
+            end = min(stop, first + self.window)
+            pieces.append(self._kept_window[1].slice(start - first, end - first))
+            start = end
+        return pieces
 
     def graphs(self, start: int, stop: int) -> list[Data]:
         """Graphs ``[start, stop)``, slimmed and standardised (one ``Data`` each)."""
@@ -248,11 +287,7 @@ class StreamedSplit:
         from graph_builders.store import GraphBlock
 
         n = len(self)
-        blocks = [self.source.read_block(self.split, a, b, self.keys)
-                  for lo in range(0, n, _READ_BLOCK) for a, b in self._ranges(lo, min(n, lo + _READ_BLOCK))]
-        specs = blocks[0].specs
-        return GraphBlock(0, n, {k: np.concatenate([b.arrays[k] for b in blocks], axis=specs[k].cat_dim) for k in specs},
-                          {k: np.concatenate([b.counts[k] for b in blocks]) for k in specs}, specs)
+        return GraphBlock.concat([self.read(lo, min(n, lo + _READ_BLOCK)) for lo in range(0, n, _READ_BLOCK)])
 
 
 class BlockSplit:
@@ -282,31 +317,36 @@ def collate_blocks(blocks: list, fields: FieldSelection, x_stats: HeadStats) -> 
     """The graphs of ``blocks`` (:class:`graph_builders.store.GraphBlock`) as one PyG batch with
     the fields :meth:`FieldSelection.slim` keeps, ``x`` standardised: the blocks' concatenated
     arrays offset and stacked as they are, no ``Data`` per graph (what ``Batch.from_data_list`` of
-    the slimmed graphs gives, at a fraction of its cost for small graphs)."""
-    parts = [b.tensors() for b in blocks]
-    nodes = np.concatenate([b.counts["pos"] for b in blocks])
-    edges = np.concatenate([b.counts["edge_index"] for b in blocks])
-    values: dict[str, torch.Tensor] = {}
-    for key in parts[0]:
-        axis = 1 if key == "edge_index" else 0
-        values[key] = parts[0][key] if len(parts) == 1 else torch.cat([p[key] for p in parts], dim=axis)
-    first_node = np.concatenate(([0], np.cumsum(nodes)[:-1]))
-    values["edge_index"] = values["edge_index"] + torch.from_numpy(np.repeat(first_node, edges))
-    target = values["edge_index"][1]
+    the slimmed graphs gives, at a fraction of its cost for small graphs). The blocks' arrays are
+    never written to (they may be a kept window's)."""
+    from graph_builders.store import GraphBlock
+
+    block = GraphBlock.concat(list(blocks))
+    nodes, edges = block.counts["pos"], block.counts["edge_index"]
+    first_node = np.cumsum(nodes) - nodes
+    edge_index = block.arrays["edge_index"].astype(np.int64)  # a copy: offsets added in place
+    edge_index += np.repeat(first_node, edges)
+    values = block.tensors()
+    target = edge_index[1]
     if len(target) > 1 and bool((target[1:] < target[:-1]).any()):  # edges of a graph not in target order
-        order = torch.argsort(target, stable=True)
-        values["edge_index"] = values["edge_index"][:, order]
+        order = np.argsort(target, kind="stable")
+        edge_index = edge_index[:, order]
         for key in EDGE_KEYS:
             if key in values:
-                values[key] = values[key][order]
+                values[key] = values[key][torch.from_numpy(order)]
+    values["edge_index"] = torch.from_numpy(edge_index)
     x = values["x"]
     if fields.x_columns is not None:
         x = x[:, list(fields.x_columns)]
     values["x"] = standardise_x(x, x_stats)
-    batch = Batch(**values)
-    batch.batch = torch.from_numpy(np.repeat(np.arange(len(nodes)), nodes))
-    batch.ptr = torch.from_numpy(np.concatenate(([0], np.cumsum(nodes))))
-    return batch
+    values["batch"] = torch.from_numpy(np.repeat(np.arange(len(nodes)), nodes))
+    values["ptr"] = torch.from_numpy(np.concatenate(([0], np.cumsum(nodes))))
+    return type.__call__(_DATA_BATCH, **values)  # Batch(**values) without its per-call class set-up
+
+
+#: the class ``Batch.from_data_list`` of ``Data`` objects returns; built once (PyG's ``Batch(...)``
+#: resolves it anew on every call, a tenth of a millisecond per batch)
+_DATA_BATCH = type(Batch())
 
 
 @dataclass
@@ -330,6 +370,20 @@ class PreparedData:
 
     def num_graphs(self, split: str) -> int:
         return len(self.splits[split])
+
+
+def epoch_batches(data: PreparedData, batch_size: int, rank: int = 0, world_size: int = 1, seed: int = 0,
+                  balance: str = "cost") -> EpochBatches:
+    """This process's training batches of every epoch (:mod:`hydragnn_ensemble.train.batches`).
+    Streamed splits are planned in chunks and windows; one process reads and keeps whole windows,
+    each of N processes reads only its shares' runs."""
+    if not data.streamed:
+        return EpochBatches(data.splits["trainset"], batch_size, rank, world_size, seed, balance=balance)
+    for view in data.splits.values():
+        view.keep_windows(window_graphs(view.bytes_per_graph, batch_size) if world_size == 1 else 0)
+    train = data.splits["trainset"]
+    return EpochBatches(train, batch_size, rank, world_size, seed, chunk=streamed_chunk(batch_size),
+                        balance=balance, window=window_graphs(train.bytes_per_graph, batch_size))
 
 
 def _describe(bad: list[tuple[str, int, str]]) -> str:

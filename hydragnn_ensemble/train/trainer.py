@@ -40,8 +40,9 @@ from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
 from hydragnn_ensemble.train.progress import EpochChannel
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
 from hydragnn_ensemble.train.checkpoint import save_checkpoint
-from hydragnn_ensemble.train.batches import RUNS_PER_BATCH, EpochBatches, EvalBatches
-from hydragnn_ensemble.train.data import FieldSelection, GraphSource, PreparedData, open_source, prepare_data
+from hydragnn_ensemble.train.batches import EvalBatches
+from hydragnn_ensemble.train.data import (FieldSelection, GraphSource, PreparedData, epoch_batches, open_source,
+                                          prepare_data)
 from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
@@ -140,9 +141,8 @@ class Trainer:
                                   device)
         # one process and N processes train on the same global batches, each process's share of
         # equal work (hydragnn_ensemble.train.batches); streamed splits read a batch in a few runs
-        chunk = max(1, tr.batch_size // RUNS_PER_BATCH) if data.streamed else 1
-        self.train_loader = EpochBatches(data.splits["trainset"], tr.batch_size, self.ctx.rank, self.ctx.world_size,
-                                         tr.seed, chunk=chunk, balance=balance)
+        # of one window; one process reads and keeps whole windows, N processes their shares
+        self.train_loader = epoch_batches(data, tr.batch_size, self.ctx.rank, self.ctx.world_size, tr.seed, balance)
         self.eval_loaders = {split: EvalBatches(data.splits[split], tr.batch_size, self.ctx.rank, self.ctx.world_size)
                              for split in ("valset", "testset")}
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
