@@ -33,7 +33,7 @@ from hpo.pareto import format_pareto, pareto_front, plot_pareto
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.status import PendingStatus, Status, TrialStatus
-from hpo.time_budget import budget_moment, overrun_note
+from hpo.time_budget import budget_moment, cut_short_note, overrun_note, still_improving
 
 __all__ = [
     "ReportFigures",
@@ -184,6 +184,7 @@ class ReportFigures:
     suggested: int = 0  # suggested by the optimizer, never started (not counted as trials)
     without_objective: dict[Status, int] = field(default_factory=dict)  # finished without one, per status
     time_note: str | None = None  # why the campaign ran past max_time_s (None: it did not)
+    cut_short: str | None = None  # the trials that timed out, and those still improving (None: none)
     head_columns: list[HeadColumn] | None = None  # the top table's MAE columns (None: from the results alone)
     baselines: ReportBaselines | None = None  # None: not looked for (no dataset was asked)
 
@@ -253,7 +254,17 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         suggested=state.counts[PendingStatus.SUGGESTED],
         without_objective=without,
         time_note=_time_note(state, wall),
+        cut_short=cut_short(state),
     )
+
+
+def cut_short(state: CampaignState) -> str | None:
+    """How many trials ended at their time limit, and how many of them were still improving
+    (:func:`hpo.time_budget.cut_short_note`); None when none timed out."""
+    timed_out = [r.result for r in state.finished if r.status == TrialStatus.TIMEOUT and r.result is not None]
+    improving = sum(still_improving(r.epochs, r.best_epoch) for r in timed_out)
+    config = state.campaign.config if state.campaign is not None else None
+    return cut_short_note(len(timed_out), improving, None if config is None else config.trial_time_limit_s)
 
 
 def _time_note(state: CampaignState, campaign_time_s: float) -> str | None:
@@ -347,6 +358,8 @@ def format_summary(summary: ReportFigures) -> str:
         lines.append(f"campaign finished: {summary.finished_reason}")
     if summary.time_note:
         lines.append(summary.time_note)
+    if summary.cut_short:
+        lines.append(summary.cut_short)
     lines.append(_format_prediction_error(summary.cost_model_error))
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)

@@ -40,3 +40,23 @@ def budget_moment(segments: list[list[float]] | list[tuple[float, float, int]], 
             return start + (max_time_s - used)
         used += end - start
     return None
+
+
+def cut_short_note(timeouts: int, improving: int, trial_time_limit_s: float | None) -> str | None:
+    """One line on the trials that ended by their time limit (``timeout``) and, of them, those whose
+    best epoch was their last (``improving``: still improving when the limit ended them); None when
+    no trial timed out."""
+    if timeouts == 0:
+        return None
+    limit = "" if trial_time_limit_s is None else f" (trial_time_limit_s {trial_time_limit_s:g} s)"
+    line = f"{timeouts} trial(s) ended at their time limit{limit}"
+    if improving == 0:
+        return f"{line}, none of them still improving"
+    return (f"{line}, {improving} of them still improving (best epoch = last epoch): the limit cut their "
+            "training short; a longer trial_time_limit_s (or fewer epochs) would let them finish")
+
+
+def still_improving(epochs: int, best_epoch: int | None) -> bool:
+    """A trial's best epoch (counted from 0, as result.json has it) was the last of the ``epochs``
+    it trained: its validation loss was still falling."""
+    return best_epoch is not None and epochs > 0 and best_epoch >= epochs - 1

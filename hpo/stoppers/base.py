@@ -48,6 +48,12 @@ class Stopper(ABC):
         trials never wait."""
         return ()
 
+    def first_judged_epoch(self, max_epochs: int) -> int:
+        """The epochs a trial must train before this stopper can judge it (its first rung): what a
+        trial's time limit must allow for the stopper to compare it with others. The default: the
+        first decision epoch, or the whole budget for a stopper that names none."""
+        return min(self.decision_epochs(max_epochs), default=max_epochs)
+
     def replay(self, history: Iterable[tuple[int, int, Value]]) -> dict[int, int]:
         """Feed journaled reports ``(trial_id, epoch, value)`` as the live campaign did: a trial's
         reports after a True (epochs it finished before the stop reached it) are not seen again

@@ -20,6 +20,9 @@ class MedianStopper(Stopper):
         self.min_trials = min_trials
         self.at_epoch: dict[int, dict[int, float]] = {}  # epoch -> {trial: value}
 
+    def first_judged_epoch(self, max_epochs: int) -> int:
+        return min(self.min_epochs, max_epochs)
+
     def report(self, trial_id: int, epoch: int, value: float) -> bool:
         here = self.at_epoch.setdefault(epoch, {})
         here.pop(trial_id, None)

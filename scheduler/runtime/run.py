@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from hpo.campaign import FrozenCampaign
 from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_outside_inputs
 from hpo.events import CampaignFinished, CampaignStarted
+from hpo.stoppers import Stopper
+from scheduler.budget_check import BudgetShortfall, BudgetWatch, check_budgets
 from scheduler.placement.registry import check_policy_name, make_policy
 from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.faults import InfrastructureFault
@@ -44,7 +46,7 @@ from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
 from scheduler.runtime.transport import MpiTransport
 from scheduler.runtime.sizing import usable_sizes
 from scheduler.sharing import GpuSharing, SharingError, SharingMode, campaign_sharing
-from scheduler.sizing import runtime_sizer, slot_memory_gb
+from scheduler.sizing import CostModelSizer, runtime_sizer, slot_memory_gb
 
 if TYPE_CHECKING:
     from hpo.campaign import CampaignConfig
@@ -117,13 +119,17 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
         notices = list(session.notices) + [f"warning: {w}" for w in warnings]
         if sizer.notice:
             notices.append(sizer.notice)
+        watch = budget_watch(cfg, sizer, stopper, layout.usable_slots)
+        if watch.first is not None:
+            notices.append(f"warning: {watch.first.message(recheck=True)}")
         if sharing.enabled:
             notices.append(sharing_notice(sharing, res.device, hellos))
             loss = sharing.loss_warning()
             if loss is not None:
                 notices.append(f"warning: {loss}")
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
-                              progress=ProgressLine(enabled=False), stopper=stopper, sharing=sharing)
+                              progress=ProgressLine(enabled=False), stopper=stopper, sharing=sharing,
+                              budget_watch=watch)
         again = [TrialSpec(u.trial_id, u.params, u.attempt,
                            u.size if u.size in sizes else sizer.size(u.params)[0],
                            retries_used=u.retries_used, oom_retried=u.oom_retried)
@@ -158,6 +164,16 @@ def preflight(cfg: "CampaignConfig", campaign_path: Path) -> list[str]:
             f"{campaign_path}: no trial started: {len(report.errors)} problem(s) of the configs against the "
             f"dataset {cfg.dataset} (base_config {cfg.base_config}):\n{shown}{more}")
     return report.warnings
+
+
+def budget_watch(cfg: "CampaignConfig", sizer: CostModelSizer, stopper: Stopper | None, slots: int) -> BudgetWatch:
+    """The budgets checked before trial 1 (:mod:`scheduler.budget_check`) and again once the first
+    trials (as many as run at once, at most 8) have reported their first epoch."""
+    def check(measured: bool) -> BudgetShortfall | None:
+        return check_budgets(sizer.sizer, sizer.config_of, cfg.space, stopper, cfg.trial_time_limit_s,
+                             measured=measured)
+
+    return BudgetWatch(lambda: check(True), check(False), after_trials=min(8, slots))
 
 
 def sharing_notice(sharing: GpuSharing, device: str, hellos: list[AgentHello]) -> str:

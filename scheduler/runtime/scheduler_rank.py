@@ -63,6 +63,7 @@ from hydragnn_ensemble.config import ConfigError, epoch_budget
 from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import is_regular_file, move_aside, remove_any, write_atomic
+from scheduler.budget_check import BudgetWatch
 from scheduler.loop import (CampaignLoop, LoopActions, LoopRules, Outcomes, PlacementStuckError, QueuedTrial,
                             RunningTrial, TrialSpec)
 from scheduler.placement.base import PlacementPolicy
@@ -162,8 +163,10 @@ class SchedulerRank(LoopActions):
         clock: Callable[[], float] = time.time,
         stopper: Stopper | None = None,
         sharing: GpuSharing | None = None,
+        budget_watch: BudgetWatch | None = None,
     ) -> None:
         self.transport = transport
+        self.budget_watch = budget_watch  # checks the budgets again once the first epochs are measured
         self.cfg = config
         self.cdir = cdir
         self.layout = layout
@@ -239,6 +242,10 @@ class SchedulerRank(LoopActions):
 
     def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
         self._log(EpochEvent(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, report=report))
+        if self.budget_watch is not None:
+            warning = self.budget_watch.epoch_reported(rt.spec.trial_id, report.epoch)
+            if warning is not None:
+                self.progress.note(f"warning: {warning}")
 
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         msg = StopTrial(rt.spec.trial_id, rt.spec.attempt, reason)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hydragnn_ensemble.result import TrialStatus
+from scheduler.budget_check import check_budgets
 from scheduler.cost_model import (STARTUP_PRIOR_S, CostModel, CostModelError, DatasetStats, EpochTimes,
                                   ParallelEfficiency, TrialFeatures, load_anchors)
 from scheduler.data_cost import load_data_cost
@@ -55,6 +56,7 @@ class CampaignPlan:
     best_objective: float | None
     best_at_h: float | None  # when the best trial finished
     device_note: str
+    budget_warning: str | None = None  # configurations that cannot train their minimum epochs in time
 
     def lines(self) -> list[str]:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "none"
@@ -66,7 +68,7 @@ class CampaignPlan:
                 f"  slots busy {100 * self.utilisation:.1f}% of the campaign; it ends after {self.makespan_h:.2f} h "
                 f"of the {self.hours:g} h allocation",
                 f"  best trial: {best}",
-                f"  {self.device_note}"]
+                f"  {self.device_note}"] + ([f"  warning: {self.budget_warning}"] if self.budget_warning else [])
 
 
 def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | None = None,
@@ -133,7 +135,10 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
                        max_time_s=min(cfg.max_time_s or math.inf, allocation), fill_tail=cfg.fill_tail,
                        max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error)
     result = simulate(source, config, progress=progress)
-    return result, _plan(result, source.by_id, nodes, hours, note)
+    short = check_budgets(sizer, lambda params: apply_params(base, params), cfg.space, stopper,
+                          cfg.trial_time_limit_s, measured=learn_from is not None)
+    plan = _plan(result, source.by_id, nodes, hours, note)
+    return result, replace(plan, budget_warning=None if short is None else short.message())
 
 
 def learn_campaign(model: CostModel, campaign_dir: Path) -> int:

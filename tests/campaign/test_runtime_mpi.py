@@ -254,6 +254,32 @@ def test_campaign_with_the_real_trainer(tmp_path: Path, slots: int) -> None:
         assert " val_loss " in (trial / "train.log").read_text()
 
 
+def test_budgets_that_cannot_fit_are_named_before_trial_1(tmp_path: Path) -> None:
+    """Wide PaiNN models of 50 epochs under a 4 s trial limit: rank 0 warns before any trial runs
+    (from the cost model), and the campaign still runs its trial."""
+    _tiny_alloy_dataset(tmp_path / "alloy.bp")
+    base = {"NeuralNetwork": {
+        "Architecture": {"mpnn_type": "PAINN", "hidden_dim": 256, "num_conv_layers": 4,
+                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
+                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
+                         "task_weights": [1.0]},
+        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
+                                  "type": ["graph"], "output_dim": [1]},
+        "Training": {"num_epoch": 50, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}
+    space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 256, "high": 512}}
+    campaign = write_campaign(tmp_path, max_trials=1, trial_time_limit_s=4, search_space=space,
+                              dataset="alloy.bp", trial_program="hydragnn_ensemble")
+    (tmp_path / "base.json").write_text(json.dumps(base))  # write_campaign wrote the fault config
+    out = tmp_path / "out"
+    proc = run_hpo(campaign, out, ranks=2, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if "sampled configurations" in line)
+    assert warning.startswith("hpo: warning: 256 of 256 sampled configurations are predicted to need more than "
+                              "trial_time_limit_s = 4 s for the 50 epoch(s) of their whole budget")
+    evs = events(out)
+    assert len(of(evs, "trial_finished")) + len(of(evs, "trial_failed")) == 1  # it ran all the same
+
+
 def test_background_journal_writes_batches_in_order(tmp_path: Path) -> None:
     from hpo.journal import Journal, read_journal
     from hpo.journal_writer import BackgroundJournal

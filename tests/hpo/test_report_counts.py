@@ -101,3 +101,19 @@ def test_the_html_page_lists_the_same_failures(tmp_path):
     assert '<p class="failures">3 trials without an objective: timeout 2, failed 1 (each told to the optimizer' in page
     assert f'<tr><td>2</td><td class="text">timeout: {EPOCH0}</td></tr>' in page
     assert '<tr><td>1</td><td class="text">out of memory</td></tr>' in page
+
+
+def test_timeouts_still_improving_are_counted_in_the_report():
+    """A timeout whose best epoch was its last one was still improving: the limit cut it short."""
+    #: trial -> (epochs trained, best epoch counted from 0) of the timeouts above
+    trained = {0: (3, 1), 1: (0, None), 2: (4, 3), 4: (0, None), 5: (5, 4)}
+    events = campaign_events()
+    for event in events:
+        if event["event"] == "trial_finished" and event["trial_id"] in trained:
+            event["result"]["epochs"], event["result"]["best_epoch"] = trained[event["trial_id"]]
+    improving = sum(1 for epochs, best in trained.values() if best is not None and best == epochs - 1)
+    assert improving == 2  # trials 2 and 5
+    lines = format_summary(summarize(CampaignState.replay(events))).splitlines()
+    assert (f"5 trial(s) ended at their time limit (trial_time_limit_s {TRIAL_LIMIT_S:g} s), 2 of them still "
+            "improving (best epoch = last epoch): the limit cut their training short; a longer "
+            "trial_time_limit_s (or fewer epochs) would let them finish") in lines

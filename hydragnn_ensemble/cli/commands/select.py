@@ -71,6 +71,24 @@ def _report_left_out(excluded: list) -> None:
               f"{' ...' if len(stopped) > 5 else ''}", file=sys.stderr)
 
 
+def _note_cut_short(campaign_dir: Path, members: list[int]) -> None:
+    """The campaign's trials that ended at their time limit while still improving, and the members
+    among them (undertrained: a longer trial_time_limit_s would have trained them further)."""
+    from hpo.report import cut_short, load_state
+    from hpo.time_budget import still_improving
+    from hydragnn_ensemble.result import TrialStatus
+
+    state = load_state(campaign_dir)
+    note = cut_short(state)
+    if note is None:
+        return
+    improving = {r.trial_id for r in state.finished if r.status == TrialStatus.TIMEOUT and r.result is not None
+                 and still_improving(r.result.epochs, r.result.best_epoch)}
+    among = [t for t in members if t in improving]
+    print(f"note: {note}" + (f"; members among them: {', '.join(map(str, among))}" if among else ""),
+          file=sys.stderr)
+
+
 def _warn_small_valset(dataset: str | None, method: str) -> None:
     """A warning when the valset the members were chosen on is too small to choose on."""
     from ensemble.calibration import small_split_warning
@@ -137,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from exc
     _report_left_out(manifest.selection.excluded)
+    _note_cut_short(args.campaign_dir, [m.trial_id for m in manifest.members])
     if args.method != "topk":
         _warn_small_valset(manifest.dataset, args.method)
     print(f"ensemble of {len(manifest.members)} member(s) ({manifest.selection.method}) in {args.output}")
