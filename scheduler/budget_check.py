@@ -54,7 +54,8 @@ class BudgetShortfall:
         share = f"{self.short} of {self.sampled} sampled configurations"
         most = f"; most often with {'; '.join(self.culprits)}" if self.culprits else ""
         source = ("predicted from epochs measured on this machine" if self.measured else
-                  "predicted from the cost anchors (another machine) and this dataset's size"
+                  "predicted from the cost anchors (bench/cost_anchors.py's rates, maybe of another machine) and "
+                  "this dataset's size"
                   + ("; checked again once the first epochs are measured" if recheck else ""))
         return (f"{share} are predicted to need more than trial_time_limit_s = {self.limit_s:g} s for "
                 f"{self.minimum} (up to {self.worst_s:,.0f} s){most}: they would end as timeouts first. "
