@@ -12,8 +12,16 @@ at hidden 64 x 3 (now in ``scheduler/cost_anchors.json`` and measured) and an ep
 training pass; ``--write`` replaces the file (the epoch-over-training figure: the median over all
 runs).
 
+For the types that can be interatomic potentials (``needs_geometry``), hidden 64 x 3 and hidden
+8 x 1 also train as potentials (energy, stress and forces, ``compute_grad_energy``) and with those
+three heads predicted directly: the median ratio is the type's ``potential_factor`` (a potential's
+loss differentiates its forces and stress, themselves derivatives of the energy: a second backward
+pass).
+
     .venv/bin/python bench/cost_anchors.py [--num-graphs 256] [--repeats 3] [--types GIN,SchNet]
-        [--write]
+        [--factors-only] [--write]
+
+``--factors-only`` measures the potential factors alone and keeps the file's rates.
 """
 
 from __future__ import annotations
@@ -39,7 +47,11 @@ sys.path.insert(0, str(HERE.parent))
 from scheduler.cost_model import ANCHORS_FILE, MPNN_COSTS, CostModel, DatasetStats, TypeRates, load_anchors  # noqa: E402
 
 SHAPES = ((64, 3), (8, 1), (8, 3))  # (hidden, conv layers); the first is the reference shape
+FACTOR_SHAPES = ((64, 3), (8, 1))  # where a potential's training is compared with direct heads
 BATCH = 32
+#: the alloy data's heads, as the demo's potential config (examples/alloy/potential.json) reads them
+POTENTIAL_HEADS = {"input_node_features": [0], "output_names": ["formation_energy", "stress", "forces"],
+                   "output_index": [0, 1, 2], "output_dim": [1, 6, 3], "type": ["graph", "graph", "node"]}
 
 
 def _bench_training():
@@ -65,6 +77,12 @@ def worker(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     config = _bench_training().bench_config(args.type, args.hidden, BATCH)
     config["NeuralNetwork"]["Architecture"]["num_conv_layers"] = args.layers
+    if args.heads in ("direct3", "potential"):
+        config["NeuralNetwork"]["Variables_of_interest"] = dict(POTENTIAL_HEADS)
+        config["NeuralNetwork"]["Architecture"]["output_heads"]["node"] = {
+            "num_headlayers": 2, "dim_headlayers": [64, 64], "type": "mlp"}
+        config["NeuralNetwork"]["Architecture"]["periodic_boundary_conditions"] = True
+        config["NeuralNetwork"]["Training"]["compute_grad_energy"] = args.heads == "potential"
     cfg = config_from_dict(config)
     device = resolve_device("cpu", DistributedContext())
     source = open_source(args.data)
@@ -105,12 +123,44 @@ def fit_rates(mpnn_type: str, runs: list[dict], stats: DatasetStats) -> TypeRate
     return TypeRates(per_flop, batch_s, layer_s)
 
 
+def _run_worker(mpnn_type: str, data: Path, hidden: int, layers: int, repeats: int, heads: str) -> dict:
+    """One fresh worker process's JSON line (``worker``); RuntimeError with its stderr on failure."""
+    out = subprocess.run([sys.executable, __file__, "--worker", "--type", mpnn_type, "--data", str(data),
+                          "--hidden", str(hidden), "--layers", str(layers), "--repeats", str(repeats),
+                          "--heads", heads], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{mpnn_type} h{hidden} L{layers} {heads}: worker failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def potential_factors(types: list[str], data: Path, repeats: int) -> dict[str, float]:
+    """Per type that can be a potential: the median over ``FACTOR_SHAPES`` of a potential's training
+    seconds per graph over the same three heads predicted directly (printed as measured)."""
+    from hydragnn_ensemble.model.layers import layer_class
+
+    factors = {}
+    for mpnn_type in types:
+        if not layer_class(mpnn_type).needs_geometry:
+            continue
+        ratios = []
+        for hidden, layers in FACTOR_SHAPES:
+            direct = _run_worker(mpnn_type, data, hidden, layers, repeats, "direct3")["s_per_graph"]
+            potential = _run_worker(mpnn_type, data, hidden, layers, repeats, "potential")["s_per_graph"]
+            ratios.append(potential / direct)
+            print(f"{mpnn_type:7s} h{hidden} x {layers}: potential {1 / potential:7.1f} graphs/s, "
+                  f"direct heads {1 / direct:7.1f} graphs/s: x{potential / direct:.2f}", flush=True)
+        factors[mpnn_type] = round(max(1.0, statistics.median(ratios)), 3)
+    return factors
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--num-graphs", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--types", default=",".join(sorted(MPNN_COSTS)))
     ap.add_argument("--write", action="store_true", help=f"replace {ANCHORS_FILE.name} with the figures measured")
+    ap.add_argument("--factors-only", action="store_true", help="measure the potential factors alone, keep the rates")
+    ap.add_argument("--heads", default="anchor", choices=("anchor", "direct3", "potential"), help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--type", help=argparse.SUPPRESS)
     ap.add_argument("--hidden", type=int, help=argparse.SUPPRESS)
@@ -130,15 +180,23 @@ def main(argv: list[str] | None = None) -> int:
         data = Path(tmp) / "anchor.bp"
         _bench_training().make_dataset(data, args.num_graphs)
         stats = DatasetStats.from_store(str(data))
-        for mpnn_type in types:
-            for hidden, layers in SHAPES:
-                out = subprocess.run([sys.executable, __file__, "--worker", "--type", mpnn_type, "--data", str(data),
-                                      "--hidden", str(hidden), "--layers", str(layers), "--repeats", str(args.repeats)],
-                                     capture_output=True, text=True, check=False)
-                if out.returncode != 0:
-                    print(f"{mpnn_type} h{hidden} L{layers}: worker failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-                    return 1
-                runs.setdefault(mpnn_type, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+        try:
+            factors = {**now.potential_factor, **potential_factors(types, data, args.repeats)}
+            for mpnn_type in ([] if args.factors_only else types):
+                for hidden, layers in SHAPES:
+                    runs.setdefault(mpnn_type, []).append(
+                        _run_worker(mpnn_type, data, hidden, layers, args.repeats, "anchor"))
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    print(f"potential factors: {factors}")
+    if args.factors_only:
+        if args.write:
+            record = json.loads(ANCHORS_FILE.read_text())
+            record["potential_factor"] = dict(sorted(factors.items()))
+            ANCHORS_FILE.write_text(json.dumps(record, indent=1) + "\n")
+            print(f"wrote the potential factors into {ANCHORS_FILE}")
+        return 0
     print(f"graphs: {stats.mean_nodes:.1f} nodes, {stats.mean_edges:.0f} edges; batch {BATCH}; one thread")
     print(f"{'type':7s} {'h64x3 g/s now':>13s} {'measured':>9s} {'fit err':>8s} {'s/GFLOP':>8s} "
           f"{'ms/batch':>9s} {'ms/batch/layer':>15s} {'epoch/train':>12s}")
@@ -162,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             "rates": {t: {"seconds_per_gflop": r.seconds_per_flop * 1e9, "batch_s": r.batch_s, "layer_s": r.layer_s}
                       for t, r in sorted(rates.items())},
             "epoch_over_train": round(statistics.median(r["epoch_over_train"] for m in runs.values() for r in m), 3),
+            "potential_factor": dict(sorted(factors.items())),
         }
         ANCHORS_FILE.write_text(json.dumps(record, indent=1) + "\n")
         print(f"wrote {ANCHORS_FILE}")

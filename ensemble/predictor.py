@@ -39,6 +39,7 @@ from ensemble.members import (
     slim_graph,
     split_targets,
 )
+from ensemble.stacking import MemberStack, plan_stacks
 from ensemble.uncertainty import HeadUncertainty
 
 __all__ = [
@@ -77,12 +78,14 @@ class EnsemblePredictor:
     ``devices``: torch devices for the members (round-robin), default CPU. ``comm``: an mpi4py
     communicator to spread the members over ranks. ``graph_builder``: the function that turns a
     structure into a graph (``atoms_to_graph`` by default; called as ``builder(atoms,
-    cutoff=...)``). ``verify``: check the members' sha256 on load.
+    cutoff=...)``). ``verify``: check the members' sha256 on load. ``stack_members``: run the
+    members that share an architecture as one model (:mod:`ensemble.stacking`; False: one after
+    another, the same results to float32 rounding).
     """
 
     def __init__(self, ensemble_dir: str | os.PathLike, *, devices: Sequence[str | torch.device] | None = None,
                  comm: Any = None, batch_size: int = 32, verify: bool = True, progress: bool = False,
-                 graph_builder: Callable[..., Data] | None = None) -> None:
+                 graph_builder: Callable[..., Data] | None = None, stack_members: bool = True) -> None:
         from hydragnn_ensemble.config import ConfigError, config_from_dict
         from hydragnn_ensemble.inference import CheckpointError, load_checkpoint
 
@@ -113,6 +116,7 @@ class EnsemblePredictor:
             except (CheckpointError, ConfigError) as exc:
                 raise EnsembleIntegrityError(f"{self.root}: member trial {entry.trial_id}: {exc}") from None
             self.members.append(MemberModel(entry.trial_id, entry.weight, loaded, entry.radius, dev))
+        self.stacks: list[MemberStack] = plan_stacks(self.members) if stack_members else []
         self.domain: InputDomain | None = None
         self.latent: dict[int, LatentReference] = {}
         self.models: dict[str, HeadUncertainty] = {}
@@ -152,7 +156,7 @@ class EnsemblePredictor:
     def member_outputs(self, graphs: Sequence[Data]) -> list[MemberOutputs]:
         """Every member's predictions and node features, in manifest order."""
         local = run_members(self.members, graphs, cutoff=self.cutoff, batch_size=self.batch_size,
-                            progress=self.progress)
+                            progress=self.progress, stacks=self.stacks)
         if self.comm is None:
             return local
         gathered = self.comm.allgather(dict(zip(self.local_indices, local)))

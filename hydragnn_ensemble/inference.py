@@ -46,13 +46,35 @@ class LoadedModel:
     def prepare(self, batch):
         """Select and standardise the model's input columns of ``x``; returns a shallow copy."""
         batch = copy.copy(batch)
-        x = batch.x
+        batch.x = self.input_x(batch.x)
+        return batch
+
+    def input_x(self, x: Tensor) -> Tensor:
+        """The model's input columns of the node features ``x``, standardised."""
         if self.x_columns is not None:
             x = x[:, list(self.x_columns)]
         if self.x_stats is not None:
             x = standardise_x(x, self.x_stats)
-        batch.x = x
-        return batch
+        return x
+
+    def same_inputs(self, other: "LoadedModel") -> bool:
+        """Whether ``other`` reads the same columns of ``x``, standardised the same way."""
+        if self.x_columns != other.x_columns or (self.x_stats is None) != (other.x_stats is None):
+            return False
+        return self.x_stats is None or (torch.equal(self.x_stats.mean, other.x_stats.mean)
+                                        and torch.equal(self.x_stats.std, other.x_stats.std))
+
+    def physical(self, out: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The model's raw outputs (``HydraModel.forward``'s, detached) in physical units."""
+        physical = set(getattr(self.model, "physical_heads", ()))
+        result: dict[str, Tensor] = {}
+        for head in self.spec.heads:
+            pred = out[head.name].detach()
+            result[head.name] = pred if head.name in physical else self.normaliser.denormalise(head.name, pred)
+            var_key = head.name + VARIANCE_SUFFIX
+            if var_key in out:
+                result[var_key] = self.normaliser.denormalise_variance(head.name, out[var_key].detach())
+        return result
 
     @property
     def geometry_encoder(self) -> nn.Module | None:
@@ -72,18 +94,10 @@ class LoadedModel:
         """:meth:`predict` and the trunk's node features (see ``HydraModel.forward_with_embedding``),
         from one pass."""
         self.model.eval()
-        physical = set(getattr(self.model, "physical_heads", ()))
         grad = torch.enable_grad() if self.spec.energy_head is not None else torch.no_grad()
         with grad:
             out, embedding = self.model.forward_with_embedding(self.prepare(batch), geometry)
-        result: dict[str, Tensor] = {}
-        for head in self.spec.heads:
-            pred = out[head.name].detach()
-            result[head.name] = pred if head.name in physical else self.normaliser.denormalise(head.name, pred)
-            var_key = head.name + VARIANCE_SUFFIX
-            if var_key in out:
-                result[var_key] = self.normaliser.denormalise_variance(head.name, out[var_key].detach())
-        return result, embedding.detach()
+        return self.physical(out), embedding.detach()
 
 
 def _spec_differences(a: ModelSpec, b: ModelSpec) -> list[str]:

@@ -89,6 +89,13 @@ class CostAnchors:
     rates: dict[str, TypeRates]
     epoch_over_train: float
     source: str
+    #: per mpnn_type, a potential-mode trial's training time (energy, forces = -dE/dpos, stress,
+    #: and their second derivatives in the loss) over the same heads predicted directly; a type
+    #: not measured (it cannot be a potential) costs the same either way
+    potential_factor: dict[str, float] = field(default_factory=dict)
+
+    def potential_factor_of(self, mpnn_type: str) -> float:
+        return self.potential_factor.get(mpnn_type, 1.0)
 
 
 def load_anchors(path: Path = ANCHORS_FILE) -> CostAnchors:
@@ -102,8 +109,12 @@ def load_anchors(path: Path = ANCHORS_FILE) -> CostAnchors:
         raise ValueError(f"{path}: needs rates (seconds_per_gflop > 0, batch_s and layer_s >= 0) for "
                          f"{sorted(MPNN_COSTS)} (missing {missing}) and epoch_over_train >= 1; "
                          f"re-run bench/cost_anchors.py --write")
+    factors = {str(t): float(v) for t, v in record.get("potential_factor", {}).items()}
+    if not all(math.isfinite(v) and v >= 1 for v in factors.values()):
+        raise ValueError(f"{path}: potential_factor must be finite and >= 1 per type, got {factors}; "
+                         f"re-run bench/cost_anchors.py --write")
     return CostAnchors(rates, float(record["epoch_over_train"]),
-                       f"{record.get('measured_by', '?')} on {record.get('date', '?')}")
+                       f"{record.get('measured_by', '?')} on {record.get('date', '?')}", factors)
 
 
 #: the learnt correction of the measured anchors stays within a millionfold either way, so a
@@ -164,6 +175,7 @@ class TrialFeatures:
     batch_size: int
     num_epoch: int
     heads: int = 1
+    potential: bool = False  # an interatomic potential: forces and stress are derivatives of the energy
 
     def __post_init__(self) -> None:
         if self.mpnn_type not in MPNN_COSTS:
@@ -190,6 +202,11 @@ class TrialFeatures:
                 heads = max(1, len(names))
             except ConfigError:
                 heads = 1
+            try:
+                potential = bool(value("NeuralNetwork.Training.compute_grad_energy")) or bool(
+                    value("NeuralNetwork.Architecture.enable_interatomic_potential"))
+            except ConfigError:  # a custom trial program's config
+                potential = False
             return cls(
                 mpnn_type=_cost_model_name(str(value("NeuralNetwork.Architecture.mpnn_type"))),
                 hidden_dim=int(value("NeuralNetwork.Architecture.hidden_dim")),
@@ -197,6 +214,7 @@ class TrialFeatures:
                 batch_size=int(value("NeuralNetwork.Training.batch_size")),
                 num_epoch=int(value("NeuralNetwork.Training.num_epoch")),
                 heads=heads,
+                potential=potential,
             )
         except (ConfigError, TypeError, ValueError) as exc:
             if isinstance(exc, CostModelError):
@@ -341,9 +359,11 @@ class CostModel:
         return layers * cls.layer_flops(mpnn_type, hidden, nodes, edges) + heads * 2.0 * hidden * hidden
 
     def seconds_per_graph_cpu(self, f: TrialFeatures) -> float:
-        """Training time per graph on one CPU thread, at the rates the trainer measured."""
-        return self.anchors.rates[f.mpnn_type].seconds_per_graph(f.mpnn_type, f.hidden_dim, f.num_conv_layers,
-                                                                 f.batch_size, f.heads, self.stats)
+        """Training time per graph on one CPU thread, at the rates the trainer measured (a
+        potential's with its measured factor)."""
+        seconds = self.anchors.rates[f.mpnn_type].seconds_per_graph(f.mpnn_type, f.hidden_dim, f.num_conv_layers,
+                                                                    f.batch_size, f.heads, self.stats)
+        return seconds * self.anchors.potential_factor_of(f.mpnn_type) if f.potential else seconds
 
     def analytic_epoch(self, f: TrialFeatures) -> float:
         """Seconds of one epoch's training pass on one slot, before the learnt correction: the

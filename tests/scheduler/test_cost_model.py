@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from scheduler.cost_model import (MPNN_COSTS, CostAnchors, CostModel, CostModelError, DatasetStats, TrialFeatures,
-                                  TypeRates, load_anchors)
+from scheduler.cost_model import (ANCHORS_FILE, MPNN_COSTS, CostAnchors, CostModel, CostModelError, DatasetStats,
+                                  TrialFeatures, TypeRates, load_anchors)
 from scheduler.sizing import Sizer, default_sizes
 
 STATS = DatasetStats(10_000, 30.0, 600.0)
@@ -40,6 +40,40 @@ def test_anchors_file_without_a_type_is_refused_naming_it(tmp_path):
     bad.write_text(json.dumps({"rates": {"GIN": {"seconds_per_gflop": 0.1, "batch_s": 0.0, "layer_s": 0.0}},
                                "epoch_over_train": 1.1}))
     with pytest.raises(ValueError, match=r"anchors.json: .*missing \['CGCNN'"):
+        load_anchors(bad)
+
+
+def test_a_potential_costs_its_types_measured_factor_and_a_config_says_which_it_is():
+    rates = {t: TypeRates(1e-9, 0.001, 0.0) for t in MPNN_COSTS}
+    m = CostModel(STATS, anchors=CostAnchors(rates, 1.1, "test", potential_factor={"SchNet": 2.5}))
+    direct = TrialFeatures("SchNet", 64, 3, 32, 10, heads=3)
+    potential = TrialFeatures("SchNet", 64, 3, 32, 10, heads=3, potential=True)
+    assert m.seconds_per_graph_cpu(potential) == pytest.approx(2.5 * m.seconds_per_graph_cpu(direct))
+    gin = TrialFeatures("GIN", 64, 3, 32, 10)  # a type without a measured factor costs the same
+    assert m.seconds_per_graph_cpu(TrialFeatures("GIN", 64, 3, 32, 10, potential=True)) == m.seconds_per_graph_cpu(gin)
+
+    def config(**training: object) -> dict:
+        return {"NeuralNetwork": {"Architecture": {"mpnn_type": "SchNet", "hidden_dim": 8, "num_conv_layers": 2},
+                                  "Training": {"num_epoch": 3, "batch_size": 8, **training}}}
+
+    assert not TrialFeatures.from_config(config()).potential
+    assert TrialFeatures.from_config(config(compute_grad_energy=True)).potential
+    shaped = config()
+    shaped["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = True
+    assert TrialFeatures.from_config(shaped).potential
+
+
+def test_shipped_anchors_measure_every_potential_types_factor(tmp_path):
+    from hydragnn_ensemble.model.layers import MPNN_TYPES
+
+    factors = load_anchors().potential_factor
+    assert set(factors) == {t for t, c in MPNN_TYPES.items() if c.needs_geometry}
+    assert all(1 <= f < 20 for f in factors.values())
+    record = json.loads(ANCHORS_FILE.read_text())
+    record["potential_factor"] = {"SchNet": 0.5}
+    bad = tmp_path / "anchors.json"
+    bad.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"anchors.json: potential_factor"):
         load_anchors(bad)
 
 
