@@ -100,6 +100,15 @@ def detect_format(path: str | Path) -> str:
     return fmt
 
 
+def _readable_format(path: Path, format: str | None) -> str:
+    """``format``, else the detected one, of an existing non-empty file (StructureReadError otherwise)."""
+    if not path.is_file():
+        raise StructureReadError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise StructureReadError(f"{path}: file is empty")
+    return format or detect_format(path)
+
+
 def read_structures(path: str | Path, index: str | int = ":", format: str | None = None) -> list[Atoms]:
     """Read every structure selected by ``index`` (ASE slice syntax, default all) from ``path``.
 
@@ -107,11 +116,7 @@ def read_structures(path: str | Path, index: str | int = ":", format: str | None
     empty, truncated or unparseable files raise :class:`StructureReadError` naming the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise StructureReadError(f"{path}: no such file")
-    if path.stat().st_size == 0:
-        raise StructureReadError(f"{path}: file is empty")
-    fmt = format or detect_format(path)
+    fmt = _readable_format(path, format)
     if fmt == PYMATGEN_JSON:
         structures = read_pymatgen_json(path, index)
     else:
@@ -151,11 +156,7 @@ def iter_structures(path: str | Path, start: int = 0, step: int = 1, format: str
     path = Path(path)
     if start < 0 or step < 1:
         raise ValueError(f"start must be >= 0 and step >= 1, got {start}, {step}")
-    if not path.is_file():
-        raise StructureReadError(f"{path}: no such file")
-    if path.stat().st_size == 0:
-        raise StructureReadError(f"{path}: file is empty")
-    fmt = format or detect_format(path)
+    fmt = _readable_format(path, format)
     if fmt == PYMATGEN_JSON:
         yield from read_pymatgen_json(path, f"{start}::{step}")
         return

@@ -100,6 +100,26 @@ def _check_shaped(spec: ModelSpec) -> None:
                          "(Variables_of_interest.input_node_features is empty)")
 
 
+def graph_index(data: object) -> tuple[Tensor, int]:
+    """Each node's graph in the batch (all zeros for one graph without ``batch``) and the graph count."""
+    batch = getattr(data, "batch", None)
+    if batch is None:
+        batch = torch.zeros(data.pos.shape[0], dtype=torch.long, device=data.pos.device)
+    return batch, int(getattr(data, "num_graphs", 1) or 1)
+
+
+def checked_edge_attr(data: object, edge_dim: int) -> Tensor | None:
+    """``data.edge_attr`` for a model that reads ``edge_dim`` > 0 edge features (ValueError naming the
+    shape it has), else None."""
+    if edge_dim <= 0:
+        return None
+    edge_attr, num_edges = getattr(data, "edge_attr", None), data.edge_index.shape[1]
+    if edge_attr is None or tuple(edge_attr.shape) != (num_edges, edge_dim):
+        shape = None if edge_attr is None else tuple(edge_attr.shape)
+        raise ValueError(f"edge_attr must be [E={num_edges}, {edge_dim}], got {shape}")
+    return edge_attr
+
+
 class HydraModel(nn.Module):
     """The multi-headed GNN in HydraGNN's shape (see the module docstring)."""
 
@@ -213,19 +233,10 @@ class HydraModel(nn.Module):
     def _trunk(self, data: object, geometry: EdgeGeometry | None) -> "_Trunk":
         """Embedding and message passing: the node embeddings and what the readout needs."""
         spec = self.spec
-        pos = data.pos
-        num_nodes = pos.shape[0]
-        batch = getattr(data, "batch", None)
-        if batch is None:
-            batch = torch.zeros(num_nodes, dtype=torch.long, device=pos.device)
-        num_graphs = int(getattr(data, "num_graphs", 1) or 1)
+        num_nodes = data.pos.shape[0]
+        batch, num_graphs = graph_index(data)
         edge_index = data.edge_index
-        edge_attr = None
-        if spec.edge_dim > 0:
-            edge_attr = getattr(data, "edge_attr", None)
-            if edge_attr is None or tuple(edge_attr.shape) != (edge_index.shape[1], spec.edge_dim):
-                shape = None if edge_attr is None else tuple(edge_attr.shape)
-                raise ValueError(f"edge_attr must be [E={edge_index.shape[1]}, {spec.edge_dim}], got {shape}")
+        edge_attr = checked_edge_attr(data, spec.edge_dim)
 
         strained = None
         if self.potential_mode:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.embedding import MAX_ATOMIC_NUMBER
-from hydragnn_ensemble.model.hydra import HydraModel
+from hydragnn_ensemble.model.hydra import HydraModel, checked_edge_attr, graph_index
 from hydragnn_ensemble.model.potential import VOIGT_INDICES
 
 #: the layer families :class:`StackedModels` runs
@@ -189,13 +189,9 @@ class StackedModels(nn.Module):
 
     def _forward(self, data: object, x: Tensor | None) -> tuple[dict[str, Tensor], list[Tensor]]:
         spec = self.spec
-        pos = data.pos
-        num_nodes = pos.shape[0]
-        batch = getattr(data, "batch", None)
-        if batch is None:
-            batch = torch.zeros(num_nodes, dtype=torch.long, device=pos.device)
-        num_graphs = int(getattr(data, "num_graphs", 1) or 1)
-        self._check_edge_attr(data)
+        num_nodes = data.pos.shape[0]
+        batch, num_graphs = graph_index(data)
+        checked_edge_attr(data, spec.edge_dim)  # the model's own check (this SchNet reads none, but requires them)
         strained = self._strained(data, batch, num_graphs)
         geom = self.geometry(strained.vectors)
         h = self._embed(x, getattr(data, "z", None))
@@ -209,15 +205,6 @@ class StackedModels(nn.Module):
         means = self.heads(h, batch, num_graphs)
         self._potential(means, strained, batch, num_graphs, getattr(data, "cell", None))
         return {head.name: means[head.name] for head in spec.heads}, outputs
-
-    def _check_edge_attr(self, data: object) -> None:
-        """The model's own check (a SchNet in this shape reads no edge features, but requires them)."""
-        if self.spec.edge_dim > 0:
-            edge_attr = getattr(data, "edge_attr", None)
-            num_edges = data.edge_index.shape[1]
-            if edge_attr is None or tuple(edge_attr.shape) != (num_edges, self.spec.edge_dim):
-                shape = None if edge_attr is None else tuple(edge_attr.shape)
-                raise ValueError(f"edge_attr must be [E={num_edges}, {self.spec.edge_dim}], got {shape}")
 
     def _embed(self, x: Tensor | None, z: Tensor | None) -> Tensor:
         """``NodeEmbedding`` of every member: ``[N, K, F]``."""

@@ -11,7 +11,6 @@ EGNN ended at 1.00 of it and CGCNN at 0.62; now 0.30-0.34 and 0.25-0.28, SchNet 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,6 @@ from hydragnn_ensemble.config import config_from_dict
 from hydragnn_ensemble.model import MPNN_TYPES
 from hydragnn_ensemble.train import train_trial
 
-REPO = Path(__file__).resolve().parents[2]
 POTENTIAL_TYPES = tuple(name for name, cls in MPNN_TYPES.items() if cls.needs_geometry)
 
 
@@ -61,18 +59,10 @@ def emt_alloys(tmp_path_factory) -> tuple[Path, float]:
 
 
 def potential_config(mpnn_type: str) -> dict:
-    """``examples/alloy/potential.json`` with ``mpnn_type``, shrunk to train in seconds."""
-    config = json.loads((REPO / "examples" / "alloy" / "potential.json").read_text())
-    arch, training = config["NeuralNetwork"]["Architecture"], config["NeuralNetwork"]["Training"]
-    arch.update(mpnn_type=mpnn_type, hidden_dim=32, num_conv_layers=2)
-    arch["output_heads"]["graph"].update(num_sharedlayers=1, dim_sharedlayers=32, num_headlayers=1,
-                                         dim_headlayers=[32])
-    arch["output_heads"]["node"].update(num_headlayers=1, dim_headlayers=[32])
-    if mpnn_type not in ("EGNN", "SchNet"):  # equivariance: only where HydraGNN accepts it
-        arch["equivariance"] = False
-    training.update(num_epoch=30, batch_size=4, EarlyStopping=False)
-    training["Optimizer"]["learning_rate"] = 0.005
-    return config
+    """``examples/alloy/potential.json`` with ``mpnn_type``, shrunk to train in seconds (the bench's)."""
+    from bench.potential_layers import config
+
+    return config(mpnn_type, epochs=30, seed=0)
 
 
 def test_the_types_offered_in_potential_mode() -> None:
