@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graph_builders.schema import HeadRegistry, HeadSpec
+from hydragnn_ensemble.model.heads import VARIANCE_SUFFIX
 from ensemble.domain import DomainCheck
 from ensemble.latent import LatentDistances
-from ensemble.members import VARIANCE_SUFFIX, MemberOutputs, PredictionError
+from ensemble.members import MemberOutputs, PredictionError
 from ensemble.uncertainty import HeadUncertainty, TermInputs, combine_terms, outside_domain
 
 UNCALIBRATED = HeadUncertainty(weights={"epistemic": 1.0, "aleatoric": 1.0})

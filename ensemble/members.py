@@ -28,7 +28,6 @@ from ensemble.stacking import MemberStack
 
 #: Graph fields a model reads; everything else (targets, names) is dropped before batching.
 INPUT_FIELDS: tuple[str, ...] = ("x", "z", "pos", "edge_index", "edge_attr", "edge_shift", "cell", "pbc")
-VARIANCE_SUFFIX = "__var"
 RADIUS_TOLERANCE = 1e-6
 
 

@@ -15,10 +15,10 @@ from torch import Tensor, nn
 from graph_builders.schema import HeadRegistry
 from hydragnn_ensemble.config import HydraConfig, config_from_dict, config_to_model_spec
 from hydragnn_ensemble.model.geometry import EdgeGeometry
+from hydragnn_ensemble.model.heads import VARIANCE_SUFFIX
 from hydragnn_ensemble.model.spec import ModelSpec
 from hydragnn_ensemble.train.checkpoint import CheckpointError, read_checkpoint, spec_from_dict
 from hydragnn_ensemble.train.data import standardise_x
-from hydragnn_ensemble.train.losses import VARIANCE_SUFFIX
 from hydragnn_ensemble.train.normalisation import HeadStats, Normaliser
 
 __all__ = ["CheckpointError", "LoadedModel", "load_checkpoint"]

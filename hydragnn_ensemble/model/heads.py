@@ -25,6 +25,8 @@ POOLINGS: dict[str, Callable[..., Tensor]] = {
     "max": global_max_pool,
 }
 VARIANCE_FLOOR = 1e-6
+#: a head's variance in the model's output is the entry ``<head>__var`` (with ``predict_variance``)
+VARIANCE_SUFFIX = "__var"
 
 
 def mlp(dims: list[int], activation: str) -> nn.Sequential:

@@ -29,7 +29,7 @@ from graph_builders.schema import edge_vectors
 from hydragnn_ensemble.model.edges import Edges
 from hydragnn_ensemble.model.embedding import NodeEmbedding
 from hydragnn_ensemble.model.geometry import EdgeGeometry, GeometryEncoder
-from hydragnn_ensemble.model.heads import GraphHeads, NodeHeads, split_mean_variance
+from hydragnn_ensemble.model.heads import VARIANCE_SUFFIX, GraphHeads, NodeHeads, split_mean_variance
 from hydragnn_ensemble.model.layers import MPNN_TYPES, layer_class
 from hydragnn_ensemble.model.layers.base import LayerConfig, make_activation
 from hydragnn_ensemble.model.potential import (
@@ -39,8 +39,6 @@ from hydragnn_ensemble.model.potential import (
     stress_unit_factor,
 )
 from hydragnn_ensemble.model.spec import ModelSpec
-
-VARIANCE_SUFFIX = "__var"
 
 
 def _check_spec(spec: ModelSpec) -> None:

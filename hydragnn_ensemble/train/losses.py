@@ -20,9 +20,9 @@ import torch
 from torch import Tensor
 
 from graph_builders.schema import HeadRegistry, energy_is_total
+from hydragnn_ensemble.model.heads import VARIANCE_SUFFIX
 from hydragnn_ensemble.train.normalisation import Normaliser
 
-VARIANCE_SUFFIX = "__var"
 # rows of the evaluation accumulator (PER_ATOM: graph heads of dim 1, sum over graphs of |error| / nodes)
 LOSS, ABS, SQ, COUNT, PER_ATOM = 0, 1, 2, 3, 4
 
