@@ -55,3 +55,35 @@ def test_every_command_accepts_no_progress() -> None:
     assert lacking == []
     args = build_parser().parse_args(["export", "camp", "-o", "out", "--no-progress"])
     assert args.no_progress is True
+
+
+def _help_of(command: str) -> str:
+    """The command's --help without white space (argparse wraps lines, also at hyphens)."""
+    return "".join(_subparsers()[command].format_help().split())
+
+
+def test_lists_of_choices_are_read_from_their_registries(monkeypatch) -> None:
+    """``select --method`` takes and lists :data:`ensemble.build.METHODS`, ``simulate --policy`` lists
+    the placement registry: a method or policy added there is offered with no other edit."""
+    import ensemble.build
+    from scheduler.placement import registry
+
+    monkeypatch.setattr(ensemble.build, "METHODS", (*ensemble.build.METHODS, "newest-method"))
+    monkeypatch.setitem(registry.POLICY_FACTORIES, "newest-policy", registry.FifoPolicy)
+    assert "oneoftopk,greedy,greedy-per-head,diverse,newest-method(defaulttopk)" in _help_of("select")
+    assert build_parser().parse_args(["select", "c", "-o", "e", "--method", "newest-method"]).method == "newest-method"
+    assert "fifo,fifo-skip,first-fit,fixed-block,load-aware,newest-policy(defaultload-aware)" in _help_of("simulate")
+
+
+def test_building_the_parser_imports_no_registry_that_loads_torch() -> None:
+    """The lists of choices are read when a value is checked or --help is shown, not when the parser
+    is built (every command, every MPI rank of a campaign builds it)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = ("import sys; from hydragnn_ensemble.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('torch', 'ensemble') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

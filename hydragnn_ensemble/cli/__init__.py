@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Callable, Iterable
+from typing import Sequence, overload
 
 COMMAND_MODULES: tuple[str, ...] = (
     "demo_data",
@@ -36,6 +37,50 @@ COMMAND_MODULES: tuple[str, ...] = (
     "predict",
     "report",
 )
+
+
+class RegistryNames(Sequence[str]):
+    """The names of a registry, read from it (``read``) the first time they are needed: when argparse
+    checks an option's value against them (``choices``) or lists them in ``--help``. Building the
+    parser imports no registry (``ensemble`` loads torch, the placement policies numpy); ``str()``
+    lists them, comma-separated."""
+
+    def __init__(self, read: Callable[[], Iterable[str]]) -> None:
+        self._read = read
+        self._names: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._names is None:
+            self._names = tuple(self._read())
+        return self._names
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __str__(self) -> str:
+        return ", ".join(self._all())
+
+
+class StoreListingNames(argparse.Action):
+    """Stores an option's value as ``store`` does; its help lists ``names`` with ``%(names)s`` (read
+    only when ``--help`` is shown). Unlike ``choices``, argparse does not check the value: the
+    command does, with its own message."""
+
+    def __init__(self, option_strings: list[str], dest: str, names: RegistryNames, **kwargs) -> None:
+        self.names = names
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
 
 
 class UserError(Exception):

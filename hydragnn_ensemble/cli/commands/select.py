@@ -1,4 +1,5 @@
-"""``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method {topk,greedy,greedy-per-head} -o ENSEMBLE_DIR``.
+"""``hydragnn-ensemble select CAMPAIGN_DIR --top-k K --method METHOD -o ENSEMBLE_DIR`` (METHOD: one of
+:data:`ensemble.build.METHODS`).
 
 Builds a self-contained ensemble directory (manifest.json + copied member checkpoints) from the
 completed trials of a campaign and prints the ensemble's errors on the test split beside the
@@ -14,17 +15,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from hydragnn_ensemble.cli import RegistryNames
+
 NAME = "select"
 HELP = "pick the top-K trials of a campaign (by objective or greedy) into an ensemble directory"
+
+
+def _methods() -> tuple[str, ...]:
+    """The selection methods: :data:`ensemble.build.METHODS`."""
+    from ensemble.build import METHODS
+
+    return METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("campaign_dir", type=Path, help="campaign directory (journal.jsonl, trials/)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="ensemble directory to write")
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="ensemble size / greedy picks (default 5)")
-    parser.add_argument("--method", choices=("topk", "greedy", "greedy-per-head", "diverse"), default="topk",
-                        help="topk: best K by objective; greedy: Caruana selection on validation predictions; "
-                             "greedy-per-head: Caruana per head (own weights per head, at most K members); "
+    parser.add_argument("--method", choices=RegistryNames(_methods), default="topk", metavar="METHOD",
+                        help="one of %(choices)s (default topk); topk: best K by objective; greedy: Caruana "
+                             "selection on validation predictions; greedy-per-head: Caruana per head (own weights per head, at most K members); "
                              "diverse: K members whose errors differ (lowest validation NLL of their spread)")
     parser.add_argument("--rounds", type=int, default=None, metavar="R",
                         help="greedy-per-head: picks per head (default K; weights are multiples of 1/R)")

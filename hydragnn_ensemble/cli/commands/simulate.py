@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from hydragnn_ensemble.cli import RegistryNames, StoreListingNames
+
 NAME = "simulate"
 HELP = "simulate an HPO campaign's placement on a large cluster (discrete events, virtual clock)"
+
+
+def _policy_names() -> list[str]:
+    """The placement policies: the names of :data:`scheduler.placement.registry.POLICY_FACTORIES`."""
+    from scheduler.placement.registry import policy_names
+
+    return policy_names()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="nodes of the simulated machine (default 8192; 1 with a campaign file)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="slots (GPUs/GCDs) per node (default 8)")
     parser.add_argument("--trials", type=int, default=800, help="trials of the synthetic workload (default 800)")
-    parser.add_argument("--policy", default="load-aware", help="a placement policy of "
-                        "scheduler.placement.registry: load-aware, fixed-block, fifo, fifo-skip, first-fit")
+    parser.add_argument("--policy", default="load-aware", action=StoreListingNames, names=RegistryNames(_policy_names),
+                        help="a placement policy of scheduler.placement.registry: %(names)s (default load-aware)")
     parser.add_argument("--block-nodes", type=int, default=256, help="block of the fixed-block policy")
     parser.add_argument("--estimate-error", type=float, default=0.5,
                         help="sigma of the lognormal scatter of true run times around the predictions")
