@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="ensemble size / greedy picks (default 5)")
     parser.add_argument("--method", choices=RegistryNames(_methods), default="topk", metavar="METHOD",
                         help="one of %(choices)s (default topk); topk: best K by objective; greedy: Caruana "
-                             "selection on validation predictions; greedy-per-head: Caruana per head (own weights per head, at most K members); "
+                             "selection on validation predictions; greedy-per-head: Caruana per head (own weights "
+                             "per head, at most K members); "
                              "diverse: K members whose errors differ (lowest validation NLL of their spread)")
     parser.add_argument("--rounds", type=int, default=None, metavar="R",
                         help="greedy-per-head: picks per head (default K; weights are multiples of 1/R)")
