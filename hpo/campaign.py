@@ -23,7 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -41,6 +41,8 @@ __all__ = [
     "OptimizerConfig",
     "EarlyStoppingConfig",
     "ResourcesConfig",
+    "TRIAL_LAUNCHERS",
+    "TrialLauncher",
     "check_unchanged",
     "freeze",
     "load_campaign",
@@ -172,6 +174,12 @@ class EarlyStoppingConfig(_Strict):
         return None if self.method == "none" else make_stopper(self.method, self.options)
 
 
+#: The names a campaign's ``trial_launcher`` may take, the one list of them: the scheduler registers
+#: one launcher under each (``scheduler.runtime.launchers.LAUNCHER_FACTORIES``; hpo cannot import
+#: the scheduler, so a test checks that the two name the same launchers).
+TrialLauncher = Literal["fork-server", "exec"]
+TRIAL_LAUNCHERS: tuple[str, ...] = get_args(TrialLauncher)
+
 LOSS_FUNCTION_KEY = "NeuralNetwork.Training.loss_function_type"
 DEFAULT_OBJECTIVE = "objective"
 
@@ -199,7 +207,7 @@ class CampaignConfig(_Strict):
     placement: str = "load-aware"  # a name of scheduler.placement.registry (checked before launch)
     pool_factor: float = Field(2.0, ge=1)
     trial_program: str = BUILTIN_TRIAL_PROGRAM
-    trial_launcher: Literal["fork-server", "exec"] = "fork-server"
+    trial_launcher: TrialLauncher = "fork-server"
     trial_preload: list[str] | None = None  # None: torch & co. for the built-in trainer, else the program
     # a single-slot trial predicted to take at most this long gets its slot's next trial sent ahead,
     # started by the agent the moment it exits (no round trip to rank 0); 0: never

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from campaign_testkit import events, fault_objective, of, results_rows, run_hpo, write_campaign
 
+from hpo.campaign import TRIAL_LAUNCHERS
 from hpo.state import CampaignState
 
 pytestmark = pytest.mark.mpi
@@ -18,7 +19,7 @@ OOM = "killed (SIGKILL, possibly out of memory)"
 RAISE = "exited with code 1 without writing result.json; last log line: RuntimeError: injected failure"
 
 
-@pytest.mark.parametrize("launcher", ["fork-server", "exec"])
+@pytest.mark.parametrize("launcher", TRIAL_LAUNCHERS)
 def test_every_fault_is_a_recorded_trial_and_the_campaign_finishes(tmp_path: Path, launcher: str) -> None:
     campaign = write_campaign(
         tmp_path, modes=MODES, max_trials=8, trial_time_limit_s=3, retries=1, failure_threshold=1.0,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hpo.campaign import TRIAL_LAUNCHERS
 from scheduler.runtime.fork_server import ForkServerLauncher, default_preload
+from scheduler.runtime.launchers import LAUNCHER_FACTORIES, make_launcher
 from scheduler.runtime.messages import StartTrial
 from scheduler.runtime.launch import TRIAL_NICENESS
 from scheduler.runtime.outcome import describe_exit
@@ -134,6 +136,13 @@ def test_a_dead_server_fails_its_trials_and_later_trials_are_execd(tmp_path: Pat
         assert probe["niceness"] == os.nice(0) + TRIAL_NICENESS
     finally:
         launcher.close()
+
+
+def test_every_trial_launcher_a_campaign_may_name_is_registered() -> None:
+    """The campaign's ``trial_launcher`` names (hpo) and the scheduler's launchers are the same set."""
+    assert set(LAUNCHER_FACTORIES) == set(TRIAL_LAUNCHERS)
+    with pytest.raises(ValueError, match="unknown trial launcher 'spawn'"):
+        make_launcher("spawn", {}, [])
 
 
 def test_default_preload() -> None:

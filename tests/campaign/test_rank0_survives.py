@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from campaign_testkit import REPO, events, hpo_argv, of, run_hpo, write_asha_campaign, write_campaign
 
+from hpo.campaign import TRIAL_LAUNCHERS
 from hpo.state import CampaignState
 
 pytestmark = pytest.mark.mpi
@@ -111,7 +112,7 @@ def test_a_rerun_copes_with_whatever_the_trial_left_in_its_run_directory(tmp_pat
         assert json.loads((trial / "result.attempt0.json").read_text())["status"] == "failed"  # rank 0's)
 
 
-@pytest.mark.parametrize("launcher", ["fork-server", "exec"])
+@pytest.mark.parametrize("launcher", TRIAL_LAUNCHERS)
 def test_a_process_that_left_the_trials_group_ends_with_the_trial(tmp_path: Path, launcher: str) -> None:
     """N5: a trial's grandchild that called setsid() outlived the campaign."""
     campaign = write_campaign(tmp_path, max_trials=2, sleep_s=0.2, modes={0: "daemon"}, trial_launcher=launcher)
