@@ -161,17 +161,16 @@ class EarlyStoppingConfig(_Strict):
 
     @model_validator(mode="after")
     def _known(self) -> "EarlyStoppingConfig":
-        if self.method != "none":
-            from hpo.stoppers import make_stopper
+        from hpo.stoppers import make_stopper
 
-            make_stopper(self.method, self.options)  # raises naming the method or the option
+        make_stopper(self.method, self.options)  # raises naming the method or the option
         return self
 
     def make(self):
-        """The stopper, or None for ``method: none``."""
-        from hpo.stoppers import make_stopper
+        """The stopper, or None for one that never stops a trial (``method: none``)."""
+        from hpo.stoppers import discarding_stopper
 
-        return None if self.method == "none" else make_stopper(self.method, self.options)
+        return discarding_stopper(self.method, self.options)
 
 
 #: The names a campaign's ``trial_launcher`` may take, the one list of them: the scheduler registers

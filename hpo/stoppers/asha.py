@@ -15,6 +15,7 @@ class AshaStopper(Stopper):
     values are there, only when it is the best of them. Otherwise it stops. NaN stops."""
 
     name = "asha"
+    EXAMPLE_OPTIONS = {"min_epochs": 1, "reduction_factor": 3}
 
     def __init__(self, min_epochs: int = 1, reduction_factor: int = 3, min_early_stopping_rate: int = 0) -> None:
         if min_epochs < 1 or reduction_factor < 2 or min_early_stopping_rate < 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 Value = float | Sequence[float]  # one objective, or several (multi-objective stoppers)
 
@@ -28,10 +28,16 @@ class Stopper(ABC):
     :attr:`objectives` says what ``value`` is: 1, the campaign objective (a float); 2, the pair
     ``(campaign objective, seconds the trial has trained so far)``: accuracy against cost, both
     minimised (NaN where not known).
+
+    :attr:`discards` is False for a stopper that never stops a trial (``none``): the campaign then
+    runs as without a stopper (:func:`hpo.stoppers.discarding_stopper`). :attr:`EXAMPLE_OPTIONS`
+    are options it is built with where any sensible ones will do (the tests, the benches).
     """
 
     name: str = "base"
     objectives: int = 1
+    discards: ClassVar[bool] = True
+    EXAMPLE_OPTIONS: ClassVar[Mapping[str, Any]] = {}
 
     @abstractmethod
     def report(self, trial_id: int, epoch: int, value: Value) -> bool:

@@ -36,6 +36,7 @@ class ParetoAshaStopper(Stopper):
     its rung (worse and slower) stops; one that trades one objective for another is kept."""
 
     name = "pareto-asha"
+    EXAMPLE_OPTIONS = {"min_epochs": 1, "reduction_factor": 3}
     objectives = 2
 
     def __init__(self, min_epochs: int = 1, reduction_factor: int = 3) -> None:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from hpo.stoppers import make_stopper
+from hpo.stoppers import discarding_stopper
 from hydragnn_ensemble.result import EpochPace, EpochReport, TrialResult
 from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError, TrialSpec
@@ -111,8 +111,7 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
     model = make_cost_model(config.gpus_per_node, config.graphs)
     bad = set(rng.choice(config.nodes, size=min(config.bad_nodes, config.nodes), replace=False).tolist()) \
         if config.bad_nodes else set()
-    stopper = None if config.early_stopping == "none" else make_stopper(config.early_stopping,
-                                                                         dict(config.early_stopping_options))
+    stopper = discarding_stopper(config.early_stopping, dict(config.early_stopping_options))
     bar = tqdm(total=source.max_trials, desc=f"simulate {timed.name}", unit="trial", disable=not progress)
 
     def finished(spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:

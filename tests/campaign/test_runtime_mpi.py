@@ -467,7 +467,7 @@ def test_every_registered_stopper_runs_a_real_campaign(tmp_path: Path, method: s
     loop gave it one number where it needs the objective and the seconds trained)."""
     campaign = write_asha_campaign(tmp_path, max_trials=5, epoch_s=0.05)
     data = yaml.safe_load(campaign.read_text())
-    data["early_stopping"] = {"method": method, **({"min_epochs": 1, "reduction_factor": 3} if "asha" in method else {})}
+    data["early_stopping"] = {"method": method, **STOPPERS[method].EXAMPLE_OPTIONS}
     campaign.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=3)

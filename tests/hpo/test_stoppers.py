@@ -9,7 +9,18 @@ import math
 import numpy as np
 import pytest
 
-from hpo.stoppers import AshaStopper, IEpochStopper, MedianStopper, ParetoAshaStopper, front_index, make_stopper
+from hpo.stoppers import (
+    STOPPERS,
+    AshaStopper,
+    IEpochStopper,
+    MedianStopper,
+    NoStopper,
+    ParetoAshaStopper,
+    Stopper,
+    discarding_stopper,
+    front_index,
+    make_stopper,
+)
 
 
 def curves(num_trials: int, epochs: int, seed: int) -> dict[int, list[float]]:
@@ -200,6 +211,61 @@ def test_replay_skips_the_epochs_a_trial_finished_while_its_stop_was_on_the_way(
     expected = [live.report(*r) for r in later]
     assert [replayed.report(*r) for r in later] == expected
     assert [naive.report(*r) for r in later] != expected  # what this test guards against
+
+
+def run_schedule(stopper: Stopper, epochs: int, seed: int) -> list[tuple[int, int, object, bool]]:
+    """Drive ``stopper`` through an asynchronous campaign of 40 trials (finite values; pairs with the
+    trial's seconds for a stopper of two objectives); the reports ``(trial, epoch, value, stop)``."""
+    values = curves(40, epochs, seed=seed)
+    order = schedule(40, epochs, parallel=6, seed=seed)
+    reports, stopped = [], None
+    while True:
+        try:
+            trial, epoch = order.send(stopped)
+        except StopIteration:
+            return reports
+        value = values[trial][epoch - 1]
+        value = (value, float(epoch * (1 + trial % 5))) if stopper.objectives == 2 else value
+        stopped = stopper.report(trial, epoch, value)
+        reports.append((trial, epoch, value, stopped))
+
+
+@pytest.mark.parametrize("method", sorted(STOPPERS))
+def test_every_registered_stopper_keeps_the_contract(method):
+    """What any stopper must do (:class:`hpo.stoppers.Stopper`), useful or not: it is built from its
+    example options and refuses an unknown one; its answers are booleans; it never stops a trial
+    before the first epoch it judges at, and where it names decision epochs only at them; its
+    expected fraction is a share of the budget; a replay of the reports gives the same decisions.
+    One that does not discard never stops a trial and the campaign runs without it."""
+    epochs = 27
+    options = dict(STOPPERS[method].EXAMPLE_OPTIONS)
+    stopper = make_stopper(method, options)
+    assert isinstance(stopper, Stopper) and stopper.name == method and stopper.objectives in (1, 2)
+    with pytest.raises(ValueError, match=f"{method} does not accept"):
+        make_stopper(method, {**options, "no_such_option": 1})
+    reports = run_schedule(stopper, epochs, seed=3)
+    assert all(isinstance(stop, bool) for *_, stop in reports)
+    stops = {(trial, epoch) for trial, epoch, _, stop in reports if stop}
+    decisions = stopper.decision_epochs(epochs)
+    assert all(1 <= e < epochs for e in decisions) and 1 <= stopper.first_judged_epoch(epochs) <= epochs
+    assert all(epoch >= stopper.first_judged_epoch(epochs) for _, epoch in stops)
+    if decisions:
+        assert {epoch for _, epoch in stops if epoch < epochs} <= set(decisions)
+    assert 0.0 < stopper.expected_fraction(epochs) <= 1.0
+    replayed = make_stopper(method, options).replay((t, e, v) for t, e, v, _ in reports)
+    assert set(replayed.items()) == stops
+    if not stopper.discards:
+        assert stops == set() and decisions == () and stopper.expected_fraction(epochs) == 1.0
+        assert discarding_stopper(method, options) is None
+    else:
+        assert discarding_stopper(method, options) is not None
+
+
+def test_none_is_the_registered_stopper_that_never_stops():
+    stopper = make_stopper("none", {})
+    assert isinstance(stopper, NoStopper) and not stopper.discards
+    assert not any(stopper.report(t, e, v) for t in range(5) for e in range(1, 10) for v in (1e9, math.nan))
+    assert stopper.first_judged_epoch(9) == 9 and stopper.decision_epochs(9) == ()
 
 
 def test_make_stopper_names_bad_input():

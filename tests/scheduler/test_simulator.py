@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from hpo.stoppers import STOPPERS
+from hpo.stoppers import STOPPERS, make_stopper
 
 from hydragnn_ensemble.cli import main
 from scheduler.runtime.launch import kill_margin_s
@@ -126,18 +126,30 @@ def test_early_discarding_in_the_simulator_stops_losers_and_saves_slot_time():
 @pytest.mark.parametrize("method", sorted(STOPPERS))
 def test_every_registered_stopper_works_in_the_campaign_loop(method):
     """A registered stopper is one the campaign can use: each one runs through the shared loop (the
-    simulator drives it as the runtime does), stops some trials and saves slot time (pareto-asha
-    judges the objective and the seconds trained, both reported with every epoch)."""
+    simulator drives it as the runtime does) with its example options; every trial runs, none is
+    stopped before the first epoch the stopper judges at, a stopped one trained fewer epochs than
+    its curve. A stopper that discards (pareto-asha judges the objective and the seconds trained,
+    both reported with every epoch) stops some trials and saves slot time; one that does not (none)
+    runs the campaign as without a stopper."""
     w = generate_workload(60, 8, 4, 0.5, seed=5, target_seconds=600.0, max_trial_nodes=2, curves=True,
                           time_limit_s=1e6)  # no trial cut by a time limit: all epochs to discard from
     plain = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2))
-    options = {"min_epochs": 1, "reduction_factor": 3} if "asha" in method else {}
+    options = dict(STOPPERS[method].EXAMPLE_OPTIONS)
+    stopper = make_stopper(method, options)
     run = simulate(w, SimConfig(nodes=8, gpus_per_node=4, block_nodes=2, early_stopping=method,
                                 early_stopping_options=options))
-    assert run.summary["early_stopping"] == method and run.summary["stopped_trials"] > 0
+    assert run.summary["early_stopping"] == method
     assert {r.trial_id for r in run.records} == {t.trial_id for t in w}  # every trial ran
+    by_id = {t.trial_id: t for t in w}
+    for x in (x for x in run.records if x.stopped):
+        assert stopper.first_judged_epoch(len(by_id[x.trial_id].curve)) <= x.epochs < len(by_id[x.trial_id].curve)
     held = lambda r: sum(len(x.held) * (x.end - x.start) for x in r.records)  # noqa: E731
-    assert held(run) < 0.9 * held(plain)
+    if stopper.discards:
+        assert run.summary["stopped_trials"] > 0 and held(run) < 0.9 * held(plain)
+    else:
+        assert run.summary["stopped_trials"] == 0 and held(run) == held(plain)
+        assert [(x.trial_id, x.start, x.end, x.held) for x in run.records] == \
+            [(x.trial_id, x.start, x.end, x.held) for x in plain.records]
 
 
 def test_a_running_trial_is_re_estimated_from_its_epochs_and_backfill_uses_it():
