@@ -354,10 +354,8 @@ def test_a_stop_takes_back_the_trials_sent_ahead(tmp_path: Path) -> None:
     evs = events(out)
     assert evs[-1]["reason"] == "max_time_s (5 s) reached"
     assert any("queued_after" in e for e in of(evs, "trial_started"))
-    t0 = evs[0]["time"]
-    started = [e["started_at"] - t0 for e in of(evs, "trial_finished")]
-    # a successor not taken back at the stop (5 s) would start when its predecessor ends, after it
-    assert max(started) < 5.0 + 0.35, started
+    # that none starts after the budget is checked on a virtual clock (test_time_budget_note.py::
+    # test_the_budget_takes_back_the_trials_sent_ahead): a wall-clock bound here fails on a loaded machine
     state_started = {e["trial_id"] for e in of(evs, "trial_started")}
     assert len(state_started) == len(of(evs, "trial_finished"))
     assert len(of(evs, "trial_suggested")) > len(state_started)

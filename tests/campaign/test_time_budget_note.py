@@ -25,9 +25,12 @@ from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
 MAX_TIME_S = 3.0
 
 
-def run_to_the_end(tmp_path: Path) -> tuple[CampaignSummary, list[dict]]:
-    campaign = write_campaign(tmp_path / "in", max_trials=50, max_time_s=MAX_TIME_S, trial_time_limit_s=20,
-                              optimizer={"name": "random"}, prefetch_below_s=0.0,
+def run_to_the_end(tmp_path: Path, prefetch_below_s: float = 0.0,
+                   max_time_s: float = MAX_TIME_S) -> tuple[CampaignSummary, list[dict], int]:
+    """The campaign on virtual agents until it stops: its summary, its journal and how many trials
+    sent ahead the agents were told to drop."""
+    campaign = write_campaign(tmp_path / "in", max_trials=50, max_time_s=max_time_s, trial_time_limit_s=20,
+                              optimizer={"name": "random"}, prefetch_below_s=prefetch_below_s,
                               resources={"slots_per_node": SLOTS_PER_NODE, "slots_per_trial": [1, 2]})
     cfg = load_campaign(campaign)
     cdir = CampaignDir(tmp_path / "campaign")
@@ -45,18 +48,18 @@ def run_to_the_end(tmp_path: Path) -> tuple[CampaignSummary, list[dict]]:
                 sched.turn(now)
             if sched.loop.done():
                 break
-            if now < MAX_TIME_S < agents.events.next_time():  # rank 0 polls: it turns at the budget too
-                now = agents.now = MAX_TIME_S
+            if now < max_time_s < agents.events.next_time():  # rank 0 polls: it turns at the budget too
+                now = agents.now = max_time_s
                 continue
             now = agents.advance()
         summary = sched.finish_run()
     finally:
         session.close()
-    return summary, read_journal(cdir.journal).events
+    return summary, read_journal(cdir.journal).events, agents.taken_back
 
 
 def test_the_closing_lines_say_why_the_campaign_ran_past_max_time_s(tmp_path):
-    summary, events = run_to_the_end(tmp_path)
+    summary, events, _ = run_to_the_end(tmp_path)
     starts = {(e["trial_id"], e["attempt"]): e["time"] for e in events if e["event"] == "trial_started"}
     ends = {(e["trial_id"], e["attempt"]): e["time"] for e in events if e["event"] == "trial_finished"}
     running_at_limit = sum(1 for key, t in starts.items() if t <= MAX_TIME_S < ends[key])
@@ -77,3 +80,12 @@ def test_no_note_when_the_campaign_ended_within_max_time_s():
                               max_time_s=420.0, trial_time_limit_s=60.0)
     assert summary.time_note is None
     assert _summary_lines(summary)[1] == "  trials finished: 4 (4 completed)"
+
+
+def test_the_budget_takes_back_the_trials_sent_ahead(tmp_path):
+    """With trials sent ahead (prefetch), max_time_s drops those not started: none starts after the
+    budget (one not taken back would start when the trial before it ends, past the budget)."""
+    _, events, taken_back = run_to_the_end(tmp_path, prefetch_below_s=100.0, max_time_s=15.0)
+    started = [e for e in events if e["event"] == "trial_started"]
+    assert any("queued_after" in e for e in started) and taken_back > 0
+    assert max(e["time"] for e in started) <= 15.0
