@@ -8,10 +8,12 @@ come back exactly (else it is stored after all).
 
 * ``hydragnn``: everything HydraGNN's ``AdiosDataset`` reads, as it reads it (int64 ``edge_index``,
   the edge lengths as ``edge_attr``). The default.
-* ``compact``: ``edge_index`` as int32 (HydraGNN's layers take ``edge_index.to(torch.long)``; its
-  PNA degree helper wants int64) and no stored edge lengths: ``edge_attr`` is recomputed on read from
-  the positions and shifts (float32 rounding, relative 1e-6). About half the bytes of a periodic
-  atomic graph; for HydraGNN configs whose layers compute their own edge lengths.
+* ``compact``: ``edge_index`` as int32 and no stored edge lengths: ``edge_attr`` is recomputed on
+  read from the positions and shifts (float32 rounding, relative 1e-6). About half the bytes of a
+  periodic atomic graph, for training here. HydraGNN's loader opens it, but its EGNN refuses an int32
+  ``edge_index`` ("expected scalar type Long but found Int", measured with HydraGNN's
+  ``AdiosDataset``), its PNA degree helper wants int64, and layers reading edge lengths find none:
+  ``export --with-dataset`` writes HydraGNN's copy in the ``hydragnn`` layout.
 """
 
 from __future__ import annotations

@@ -101,8 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", default=None, metavar="NAME",
                         help="how compactly graphs are stored (graph_builders.store.layouts): hydragnn (the "
                              "default; HydraGNN reads it as written) or compact (int32 edge_index, edge "
-                             "lengths recomputed on read: about half the bytes, for HydraGNN configs whose "
-                             "layers compute their own edge lengths); with --append the dataset's")
+                             "lengths recomputed on read: about half the bytes, for training here; HydraGNN's "
+                             "EGNN refuses int32 edge_index); with --append the dataset's")
     parser.add_argument("--heads-from", type=int, default=1000, metavar="N",
                         help="with --shard-size: decide the heads and graph attributes from the first N "
                              "graphs (default 1000)")
