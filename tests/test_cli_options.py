@@ -63,11 +63,16 @@ def _help_of(command: str) -> str:
 
 
 def test_lists_of_choices_are_read_from_their_registries(monkeypatch) -> None:
-    """``select --method`` takes and lists :data:`ensemble.build.METHODS`, ``simulate --policy`` lists
-    the placement registry: a method or policy added there is offered with no other edit."""
+    """``select --method`` takes and lists :data:`ensemble.build.METHODS`, ``export --format``
+    :data:`ensemble.export.FORMATS`, ``simulate --policy`` lists the placement registry: a method,
+    format or policy added there is offered with no other edit."""
     import ensemble.build
+    import ensemble.export
     from scheduler.placement import registry
 
+    monkeypatch.setattr(ensemble.export, "FORMATS", (*ensemble.export.FORMATS, "newest-format"))
+    assert "oneofhydragnn,json,yaml,csv,optuna,newest-format(defaulthydragnn)" in _help_of("export")
+    assert build_parser().parse_args(["export", "c", "-o", "e", "--format", "newest-format"]).format == "newest-format"
     monkeypatch.setattr(ensemble.build, "METHODS", (*ensemble.build.METHODS, "newest-method"))
     monkeypatch.setitem(registry.POLICY_FACTORIES, "newest-policy", registry.FifoPolicy)
     assert "oneoftopk,greedy,greedy-per-head,diverse,newest-method(defaulttopk)" in _help_of("select")

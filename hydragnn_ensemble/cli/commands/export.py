@@ -1,4 +1,5 @@
-"""``hydragnn-ensemble export CAMPAIGN_DIR --top-k K --format {hydragnn,json,yaml,csv,optuna} -o DIR``.
+"""``hydragnn-ensemble export CAMPAIGN_DIR --top-k K --format FORMAT -o DIR`` (FORMAT: one of
+:data:`ensemble.export.FORMATS`).
 
 Writes the K best completed trials' configurations (the base config with each trial's values,
 checked against the trial's own config.json) and ``members.csv`` (hyperparameters and metrics).
@@ -13,16 +14,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from hydragnn_ensemble.cli import RegistryNames
+
 NAME = "export"
 HELP = "export the top-K configurations of a campaign (HydraGNN JSON, json, yaml, csv) or the whole campaign for Optuna"
+
+
+def _formats() -> tuple[str, ...]:
+    """The export formats: :data:`ensemble.export.FORMATS`."""
+    from ensemble.export import FORMATS
+
+    return FORMATS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("campaign_dir", type=Path, help="campaign directory")
     parser.add_argument("-o", "--output", required=True, type=Path, help="output directory")
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="number of trials (default 5)")
-    parser.add_argument("--format", choices=("hydragnn", "json", "yaml", "csv", "optuna"), default="hydragnn",
-                        help="hydragnn: one HydraGNN JSON per trial; json/yaml: one file with all; "
+    parser.add_argument("--format", choices=RegistryNames(_formats), default="hydragnn", metavar="FORMAT",
+                        help="one of %(choices)s (default hydragnn); "
+                             "hydragnn: one HydraGNN JSON per trial; json/yaml: one file with all; "
                              "csv: the table only (always written as members.csv); optuna: the whole "
                              "campaign as an Optuna journal file for optuna-dashboard")
     parser.add_argument("--with-dataset", action="store_true",
