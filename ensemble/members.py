@@ -25,6 +25,7 @@ from torch_geometric.data import Batch, Data
 from graph_builders.schema import HeadRegistry, edge_vectors
 from ensemble.edge_work import EdgeWork, inference_context
 from ensemble.stacking import MemberStack
+from hydragnn_ensemble.train.data import assembled_batch
 
 #: Graph fields a model reads; everything else (targets, names) is dropped before batching.
 INPUT_FIELDS: tuple[str, ...] = ("x", "z", "pos", "edge_index", "edge_attr", "edge_shift", "cell", "pbc")
@@ -69,10 +70,6 @@ def slim_graph(graph: Data) -> Data:
     return out
 
 
-#: the class ``Batch.from_data_list`` of ``Data`` objects returns, resolved once
-_DATA_BATCH = type(Batch())
-
-
 def collate_graphs(graphs: Sequence[Data]) -> Batch:
     """``Batch.from_data_list`` of the graphs' model inputs (:func:`slim_graph`), without PyG's
     per-call set-up and per-graph bookkeeping: the fields concatenated, ``edge_index`` offset,
@@ -81,19 +78,17 @@ def collate_graphs(graphs: Sequence[Data]) -> Batch:
     if any(getattr(g, key, None) is None for g in graphs[1:] for key in keys) or any(
             getattr(g, key, None) is not None for g in graphs[1:] for key in INPUT_FIELDS if key not in keys):
         return Batch.from_data_list([slim_graph(g) for g in graphs])
-    counts = [int(g.num_nodes) for g in graphs]
+    counts = np.array([int(g.num_nodes) for g in graphs], dtype=np.int64)
     values = {}
     for key in keys:
         parts = [g[key] for g in graphs]
         if key == "edge_index":
-            offsets = np.cumsum([0] + counts[:-1])
+            offsets = np.cumsum(counts) - counts
             parts = [part + int(offset) if offset else part for part, offset in zip(parts, offsets)]
             values[key] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
         else:
             values[key] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-    values["batch"] = torch.repeat_interleave(torch.arange(len(graphs)), torch.tensor(counts))
-    values["ptr"] = torch.tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.long)
-    return type.__call__(_DATA_BATCH, **values)
+    return assembled_batch(values, counts)
 
 
 def mask_long_edges(batch: Batch, radius: float, lengths: torch.Tensor) -> Batch:

@@ -7,6 +7,21 @@ from torch import Tensor, nn
 MAX_ATOMIC_NUMBER = 118
 
 
+def check_node_features(x: Tensor | None, width: int, dims: tuple[int, ...] = (2,)) -> Tensor:
+    """``x`` when it has ``width`` columns in its last dimension and one of ``dims`` dimensions."""
+    if x is None or x.dim() not in dims or x.shape[-1] != width:
+        shape = None if x is None else tuple(x.shape)
+        raise ValueError(f"node features x must be [N, {width}], got {shape}")
+    return x
+
+
+def check_atomic_numbers(z: Tensor) -> Tensor:
+    """``z`` when every atomic number lies in the embedding table (0..MAX_ATOMIC_NUMBER)."""
+    if z.numel() and (int(z.min()) < 0 or int(z.max()) > MAX_ATOMIC_NUMBER):
+        raise ValueError(f"atomic numbers z must lie in 0..{MAX_ATOMIC_NUMBER}")
+    return z
+
+
 class NodeEmbedding(nn.Module):
     """``h0 = Embedding(z) + Linear(x)``.
 
@@ -27,14 +42,9 @@ class NodeEmbedding(nn.Module):
     def forward(self, x: Tensor | None, z: Tensor | None) -> Tensor:
         h = None
         if self.feature_map is not None:
-            if x is None or x.dim() != 2 or x.shape[1] != self.node_feature_dim:
-                shape = None if x is None else tuple(x.shape)
-                raise ValueError(f"node features x must be [N, {self.node_feature_dim}], got {shape}")
-            h = self.feature_map(x)
+            h = self.feature_map(check_node_features(x, self.node_feature_dim))
         if self.atom_table is not None and z is not None:
-            if z.numel() and (int(z.min()) < 0 or int(z.max()) > MAX_ATOMIC_NUMBER):
-                raise ValueError(f"atomic numbers z must lie in 0..{MAX_ATOMIC_NUMBER}")
-            emb = self.atom_table(z)
+            emb = self.atom_table(check_atomic_numbers(z))
             h = emb if h is None else h + emb
         if h is None:
             raise ValueError("the batch has no z and the model reads no x: nothing to embed")

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hydragnn_ensemble.model.edges import Edges
-from hydragnn_ensemble.model.embedding import MAX_ATOMIC_NUMBER
+from hydragnn_ensemble.model.embedding import check_atomic_numbers, check_node_features
 from hydragnn_ensemble.model.hydra import HydraModel, checked_edge_attr, graph_index
 from hydragnn_ensemble.model.potential import VOIGT_INDICES
 
@@ -210,15 +210,9 @@ class StackedModels(nn.Module):
         """``NodeEmbedding`` of every member: ``[N, K, F]``."""
         h = None
         if self.feature_map is not None:
-            width = self.spec.node_feature_dim
-            if x is None or x.dim() not in (2, 3) or x.shape[-1] != width:
-                shape = None if x is None else tuple(x.shape)
-                raise ValueError(f"node features x must be [N, {width}], got {shape}")
-            h = self.feature_map(x)
+            h = self.feature_map(check_node_features(x, self.spec.node_feature_dim, dims=(2, 3)))
         if self.atom_table is not None and z is not None:
-            if z.numel() and (int(z.min()) < 0 or int(z.max()) > MAX_ATOMIC_NUMBER):
-                raise ValueError(f"atomic numbers z must lie in 0..{MAX_ATOMIC_NUMBER}")
-            emb = F.embedding(z, self.atom_table).view(z.shape[0], self.num, -1)
+            emb = F.embedding(check_atomic_numbers(z), self.atom_table).view(z.shape[0], self.num, -1)
             h = emb if h is None else h + emb
         if h is None:
             raise ValueError("the batch has no z and the model reads no x: nothing to embed")

@@ -339,14 +339,21 @@ def collate_blocks(blocks: list, fields: FieldSelection, x_stats: HeadStats) -> 
     if fields.x_columns is not None:
         x = x[:, list(fields.x_columns)]
     values["x"] = standardise_x(x, x_stats)
-    values["batch"] = torch.from_numpy(np.repeat(np.arange(len(nodes)), nodes))
-    values["ptr"] = torch.from_numpy(np.concatenate(([0], np.cumsum(nodes))))
-    return type.__call__(_DATA_BATCH, **values)  # Batch(**values) without its per-call class set-up
+    return assembled_batch(values, nodes)
 
 
 #: the class ``Batch.from_data_list`` of ``Data`` objects returns; built once (PyG's ``Batch(...)``
 #: resolves it anew on every call, a tenth of a millisecond per batch)
 _DATA_BATCH = type(Batch())
+
+
+def assembled_batch(values: dict[str, torch.Tensor], nodes: np.ndarray) -> Batch:
+    """The PyG ``Batch`` of graphs whose fields are already concatenated (``values``, ``edge_index``
+    offset) and whose node counts are ``nodes``: ``batch`` and ``ptr`` added, built without
+    ``Batch(...)``'s per-call class set-up."""
+    values["batch"] = torch.from_numpy(np.repeat(np.arange(len(nodes)), nodes))
+    values["ptr"] = torch.from_numpy(np.concatenate(([0], np.cumsum(nodes))))
+    return type.__call__(_DATA_BATCH, **values)
 
 
 @dataclass
