@@ -19,6 +19,8 @@ trial_stop_requested     trial_id, attempt, reason
 trial_finished           trial_id, attempt, result, [started_at, ended_at, stop]
 trial_failed             trial_id, attempt, reason, log_tail, result, [will_retry, retry_size,
                          started_at, ended_at, stop]
+trial_moved              trial_id, attempt, epochs_done, size (the attempt checkpointed after
+                         epochs_done epochs and exited; attempt + 1 continues it on size slots)
 node_drained             node, hostname, failures, reason (no more trials go to that node; a
                          resume in the same allocation keeps it out)
 campaign_finished        reason
@@ -38,7 +40,8 @@ from hpo.campaign import FrozenCampaign
 from hydragnn_ensemble.result import EpochReport, TrialResult
 
 __all__ = ["EVENT_TYPES", "JOURNAL_FORMAT", "CampaignFinished", "CampaignStarted", "JournalEvent",
-           "JournalEventError", "NodeDrained", "TrialEnded", "TrialFailed", "TrialFinished", "TrialProgress", "TrialStarted",
+           "JournalEventError", "NodeDrained", "TrialEnded", "TrialFailed", "TrialFinished", "TrialMoved", "TrialProgress",
+           "TrialStarted",
            "TrialStopRequested", "TrialSuggested", "event_from_json"]
 
 #: the journal's format: 2 = typed events (``format`` in ``campaign_started``); 1 had no version field
@@ -264,6 +267,29 @@ class TrialFailed(TrialEnded):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TrialMoved(JournalEvent):
+    """A running attempt checkpointed after ``epochs_done`` epochs and left its slots: attempt + 1
+    continues it from there on ``size`` slots (a malleable campaign grew it)."""
+
+    name: ClassVar[str] = "trial_moved"
+    required: ClassVar[tuple[str, ...]] = ("trial_id", "attempt", "epochs_done", "size")
+    trial_id: int
+    attempt: int
+    epochs_done: int
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.name, "time": self.time, "trial_id": self.trial_id, "attempt": self.attempt,
+                "epochs_done": self.epochs_done, "size": self.size}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "TrialMoved":
+        trial_id, attempt = _trial_key(d, cls.name)
+        return cls(time=d.get("time"), trial_id=trial_id, attempt=attempt, epochs_done=int(d["epochs_done"]),
+                   size=int(d["size"]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NodeDrained(JournalEvent):
     """A node taken out of service after ``failures`` node-level trial failures in a row."""
 
@@ -301,11 +327,11 @@ class CampaignFinished(JournalEvent):
 
 
 Event = Union[CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished,
-              TrialFailed, NodeDrained, CampaignFinished]
+              TrialFailed, TrialMoved, NodeDrained, CampaignFinished]
 #: event name -> its class: the journal's whole vocabulary
 EVENT_TYPES: dict[str, type[JournalEvent]] = {cls.name: cls for cls in (
     CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished, TrialFailed,
-    NodeDrained, CampaignFinished)}
+    TrialMoved, NodeDrained, CampaignFinished)}
 _REQUIRED: dict[str, frozenset[str]] = {name: frozenset(cls.required) for name, cls in EVENT_TYPES.items()}
 
 

@@ -17,6 +17,7 @@ STATUS_COLOURS: dict[Status, str] = {
     PendingStatus.INTERRUPTED: "#7f7f7f",
     PendingStatus.RUNNING: "#1f77b4",
     PendingStatus.RETRYING: "#bcbd22",
+    PendingStatus.MOVED: "#17becf",
     PendingStatus.SUGGESTED: "#c7c7c7",
 }
 assert set(STATUS_COLOURS) == set(ALL_STATUSES)

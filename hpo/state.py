@@ -30,6 +30,7 @@ from hpo.events import (
     TrialEnded,
     TrialFailed,
     TrialFinished,
+    TrialMoved,
     TrialProgress,
     TrialStarted,
     TrialStopRequested,
@@ -71,6 +72,7 @@ class AttemptRecord:
     stop_requested: str | None = None  # the campaign asked it to stop (early discarding), and why
     stop_obeyed: bool | None = None  # it ended by itself after the request (False: terminated)
     stop_epoch: int | None = None  # the last epoch it had reported when the stop was requested
+    moved_after: int | None = None  # it checkpointed after this many epochs and continues as the next attempt
 
     @property
     def ended(self) -> bool:
@@ -266,6 +268,14 @@ class CampaignState:
             record.objective = self.objective_key.of_result(event.result)
             record.objective_values = self.objectives.of_result(event.result) if self.objectives.multi else None
 
+    def _on_moved(self, event: TrialMoved) -> None:
+        attempt = self._trial(event.trial_id).attempts.get(event.attempt)
+        if attempt is None:
+            raise JournalEventError(f"trial {event.trial_id} attempt {event.attempt} moved, but it never started")
+        attempt.status = PendingStatus.MOVED
+        attempt.end = event.time
+        attempt.moved_after = event.epochs_done
+
     def _on_campaign_started(self, event: CampaignStarted) -> None:
         previous_end = self.segments[-1][1] if self.segments else None
         for record in self.trials.values():
@@ -296,7 +306,7 @@ class CampaignState:
         """Trials whose last attempt started and never ended (running or interrupted), or failed
         with a re-run decided but not started (retrying): to re-run once each, as attempt
         ``record.next_attempt``."""
-        cut_short = (PendingStatus.RUNNING, PendingStatus.INTERRUPTED, PendingStatus.RETRYING)
+        cut_short = (PendingStatus.RUNNING, PendingStatus.INTERRUPTED, PendingStatus.RETRYING, PendingStatus.MOVED)
         return [r for _, r in sorted(self.trials.items()) if r.status in cut_short]
 
     @property
@@ -374,6 +384,7 @@ _HANDLERS: dict[type, Callable[[CampaignState, Any], None]] = {
     TrialStopRequested: CampaignState._on_stop_requested,
     TrialFinished: CampaignState._on_ended,
     TrialFailed: CampaignState._on_ended,
+    TrialMoved: CampaignState._on_moved,
     CampaignStarted: CampaignState._on_campaign_started,
     NodeDrained: CampaignState._on_node_drained,
     CampaignFinished: CampaignState._on_campaign_finished,

@@ -20,6 +20,7 @@ class PendingStatus(str, Enum):
     RUNNING = "running"  # its attempt started and has not ended
     INTERRUPTED = "interrupted"  # its attempt was cut short by a restart: re-run on --resume
     RETRYING = "retrying"  # its attempt failed and the campaign decided to re-run it
+    MOVED = "moved"  # its attempt checkpointed and left its slots; the next attempt continues it wider
     SUGGESTED = "suggested"  # the optimizer proposed it; never started
 
     def __str__(self) -> str:

@@ -5,9 +5,10 @@
 from scheduler.loop.book import TrialBook
 from scheduler.loop.campaign_loop import CampaignLoop, LoopActions, LoopRules, PlacementStuckError
 from scheduler.loop.outcomes import Outcomes
+from scheduler.loop.records import AttemptEnd
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 
 __all__ = [
-    "CampaignLoop", "Candidate", "CandidateSource", "LoopActions", "LoopRules", "Outcomes",
+    "AttemptEnd", "CampaignLoop", "Candidate", "CandidateSource", "LoopActions", "LoopRules", "Outcomes",
     "PlacementStuckError", "QueuedTrial", "RunningTrial", "TrialBook", "TrialSpec",
 ]

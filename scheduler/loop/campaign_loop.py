@@ -24,9 +24,13 @@ Malleable trials (``LoopRules.malleable``): after each epoch a running trial is 
 :meth:`PlacementPolicy.grow` picks trials to move, which checkpoint after their current epoch and
 are started again, first, on that many slots.
 
-The loop does no I/O and reads no clock: what its decisions do in the world is a
-:class:`LoopActions` (the runtime journals and sends MPI messages; the simulator pushes events on
-its virtual clock), and ``now`` is always an argument.
+The loop does no I/O and reads no clock; ``now`` is always an argument. Each decision gives the
+typed journal events it implies (:mod:`hpo.events`: suggested, started, progress, stop requested,
+ended, moved, node drained; :meth:`CampaignLoop.take_events`), so the runtime's journal and the
+simulator's are written by this one author; what only the world knows of an attempt's end (its
+processes' times, whether it ignored a stop) comes in with :meth:`CampaignLoop.trial_ended`. What
+its decisions do in the world is a :class:`LoopActions`, I/O only (the runtime sends MPI messages
+and tells the optimizer; the simulator pushes events on its virtual clock).
 """
 
 from __future__ import annotations
@@ -36,12 +40,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from hpo.events import JournalEvent, NodeDrained, TrialMoved, TrialProgress, TrialStopRequested, TrialSuggested
 from hpo.objective import ObjectiveKey, Objectives
 from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
 from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
+from scheduler.loop.records import AttemptEnd, ended_event, started_event
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
 from scheduler.resources import DrainReport, NodeHealth, ResourcePool, is_node_level_failure
@@ -103,29 +109,19 @@ class LoopRules:
 
 
 class LoopActions(ABC):
-    """What the loop's decisions do in the world. Each method is called once per event, in the
-    order the events happen; none may call back into the loop."""
+    """What the loop's decisions do in the world: I/O only (the journal events they imply the loop
+    makes itself, :meth:`CampaignLoop.take_events`). Each method is called once per decision, in
+    the order they are made; none may call back into the loop."""
 
     @abstractmethod
-    def suggested(self, spec: TrialSpec) -> None:
-        """A new trial (attempt 0) was made from a candidate."""
-
-    @abstractmethod
-    def start(self, rt: RunningTrial) -> None:
-        """A trial attempt holds ``rt.slots`` from ``rt.start_time`` on: start its processes."""
+    def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
+        """A trial attempt holds ``rt.slots`` from ``rt.start_time`` on: start its processes. With
+        ``sent_ahead``, it was sent ahead and its slot's agent started it when the trial it
+        followed exited (nothing to launch)."""
 
     @abstractmethod
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         """``queued`` is to start on ``queued.slot`` the moment ``before`` exits there."""
-
-    @abstractmethod
-    def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
-        """The trial sent ahead behind ``before`` started (at ``rt.start_time``)."""
-
-    @abstractmethod
-    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
-        """``rt`` finished ``report.epoch`` epochs with the campaign objective ``value`` (None: not
-        finite)."""
 
     @abstractmethod
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
@@ -143,27 +139,14 @@ class LoopActions(ABC):
         (its exit comes back through :meth:`CampaignLoop.trial_moved`)."""
 
     @abstractmethod
-    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
-        """``rt`` checkpointed after ``epochs_done`` epochs and exited; ``next_spec`` continues it."""
-
-    @abstractmethod
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         """Ask the slot's agent to drop a trial sent ahead; its answer, if it had not started it,
         comes back through :meth:`CampaignLoop.unqueued`."""
 
     @abstractmethod
-    def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
-        """A trial attempt ended with ``result``; ``retry_size``: the slots of its next attempt,
-        or None when this was its last."""
-
-    @abstractmethod
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+    def tell(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         """A trial's last attempt ended: tell the optimizer ``objective`` (several for a
         multi-objective campaign; None: it failed)."""
-
-    @abstractmethod
-    def drained(self, report: DrainReport) -> None:
-        """A node was taken out of service after node-level failures (no new trial goes there)."""
 
 
 class CampaignLoop:
@@ -194,6 +177,7 @@ class CampaignLoop:
         self.repriced = 0  # waiting trials whose size or prediction changed when they were sized again
         self.tail_closed = False  # the tail's first misfit: no more extra trials (LoopRules.fill_tail)
         self.health = NodeHealth(pool, rules.drain_after_node_failures) if rules.drain_after_node_failures else None
+        self._events: list[JournalEvent] = []  # what the decisions since the last take_events() imply
         if stopper is not None:
             stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                            for t, epoch, value, elapsed in progress_history)
@@ -201,6 +185,12 @@ class CampaignLoop:
     @property
     def stopped_by_failures(self) -> bool:
         return self.failure_message is not None
+
+    def take_events(self) -> list[JournalEvent]:
+        """The journal events of the decisions made since the last call, in order (the runtime
+        journals them before their messages leave; the simulator folds them into its state)."""
+        events, self._events = self._events, []
+        return events
 
     def resubmit(self, specs: list[TrialSpec], now: float) -> None:
         """Trials of an earlier run to (re-)start first: running at its end, or suggested and not
@@ -218,6 +208,7 @@ class CampaignLoop:
                 self.actions.move_trial(rt, len(rt.moving_to.slots), at_boundary=rt.last_epoch_s is not None)
         started = self.book.schedule(now)
         for rt in started:
+            self._events.append(started_event(rt, self.book.pool, now))
             self.actions.start(rt)
         return len(started)
 
@@ -272,7 +263,7 @@ class CampaignLoop:
         spec = TrialSpec(self.next_trial_id, dict(candidate.params), size=sized.slots,
                          suggestion_id=candidate.suggestion_id, sized=sized, extra=extra)
         self.next_trial_id += 1
-        self.actions.suggested(spec)
+        self._events.append(TrialSuggested(time=now, trial_id=spec.trial_id, params=spec.params))
         self.book.submit(spec, now)
 
     def _fill_tail(self, now: float, source: CandidateSource) -> None:
@@ -286,8 +277,7 @@ class CampaignLoop:
             self.stop(f"max_trials ({self.rules.max_trials}) finished")  # nothing extra starts any more
             for rt in book.running.values():
                 if rt.stopping is None:
-                    rt.stopping = "the campaign's tail is over: its last regular trial ended"
-                    self.actions.stop_trial(rt, rt.stopping)
+                    self._stop_trial(rt, "the campaign's tail is over: its last regular trial ended", now)
             return
         free = book.pool.free_slots - sum(spec.size for spec in book.waiting.values())
         if self.tail_closed or not regular or free <= 0:
@@ -335,19 +325,25 @@ class CampaignLoop:
         for report in epochs:
             epoch = report.epoch
             value = self.rules.objective.of_report(report)
-            self.actions.progressed(rt, report, value)
+            self._events.append(TrialProgress(time=now, trial_id=trial_id, attempt=attempt, report=report))
             if value is not None and (rt.best_value is None or value < rt.best_value):
                 rt.best_value, rt.best_report = value, report
             if self.stopper is None or rt.stopping is not None:
                 continue
             if self.stopper.report(trial_id, epoch, self._stopper_value(value, report.elapsed_s)):
                 shown = "not finite" if value is None else f"{value:.4g}"
-                rt.stopping = (f"early stopping ({self.stopper.name}) after epoch {epoch}: "
-                               f"{self.rules.objective.text} {shown}")
-                self.actions.stop_trial(rt, rt.stopping)
+                self._stop_trial(rt, f"early stopping ({self.stopper.name}) after epoch {epoch}: "
+                                     f"{self.rules.objective.text} {shown}", now)
                 self.book.revised(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
             elif epoch in self.stopper.decision_epochs(epoch + 1):
                 self.actions.go_on(rt, epoch)
+
+    def _stop_trial(self, rt: RunningTrial, reason: str, now: float) -> None:
+        """Ask ``rt`` to stop after its current epoch, for ``reason``."""
+        rt.stopping = reason
+        self._events.append(TrialStopRequested(time=now, trial_id=rt.spec.trial_id, attempt=rt.spec.attempt,
+                                               reason=reason))
+        self.actions.stop_trial(rt, reason)
 
     def _node_of(self, rt: RunningTrial) -> int | None:
         """The node ``rt`` runs on, None when it spans several (the cost model's per-node factors)."""
@@ -438,27 +434,32 @@ class CampaignLoop:
             return objective, math.nan if elapsed_s is None else float(elapsed_s)
         return objective
 
-    def trial_ended(self, trial_id: int, result: TrialResult, now: float, ended_at: float | None = None) -> None:
-        """A running trial attempt ended at ``ended_at`` (default ``now``) with ``result``."""
+    def trial_ended(self, trial_id: int, result: TrialResult, now: float, end: AttemptEnd | None = None) -> None:
+        """A running trial attempt ended with ``result``; ``end``: how its processes ended (default:
+        they ran from its start to ``now`` and obeyed any stop request)."""
         rt = self.book.end(trial_id, now)
         spec = rt.spec
+        end = end if end is not None else AttemptEnd(rt.start_time, now)
         self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None,
                            self._node_of(rt))
         retry_size = self._retry_size(spec, result)
-        self.actions.ended(rt, result, retry_size)
+        self._events.append(ended_event(rt, result, retry_size, end, now))
         if self.health is not None:  # a stopped trial did what was asked of it
             for report in self.health.record(rt.slots, result.status != TrialStatus.FAILED,
                                              result.failure_reason):
-                self.actions.drained(report)
-        queued = self.book.promote(rt, now, min(now if ended_at is None else ended_at, now))
+                self._events.append(NodeDrained(time=now, node=report.node, hostname=report.hostname,
+                                                failures=report.failures, reason=report.last_reason))
+        queued = self.book.promote(rt, now, min(end.ended_at, now))
         if queued is not None:
-            self.actions.promoted(queued, self.book.running[queued.spec.trial_id], rt)
+            started = self.book.running[queued.spec.trial_id]
+            self._events.append(started_event(started, self.book.pool, now, queued_after=spec.trial_id))
+            self.actions.start(started, sent_ahead=queued)
         if retry_size is not None:  # after a node-level failure, elsewhere where it fits
             bad = {self.book.pool.node_of(s) for s in rt.slots} if is_node_level_failure(result.failure_reason) else ()
             self.book.submit(spec.next_attempt(retry_size, frozenset(bad)), now)
             return
         self.outcomes.record(spec.trial_id, result, self.rules.objective.of_result(result))
-        self.actions.finished(spec, result, self.rules.objectives.of_result(result))
+        self.actions.tell(spec, result, self.rules.objectives.of_result(result))
         if self.stop_reason is None:
             message = self.outcomes.threshold_exceeded(self.rules.failure_threshold,
                                                        self.rules.min_trials_for_threshold)
@@ -480,8 +481,11 @@ class CampaignLoop:
         there = dict(self.sizer.regrow(spec.params, len(rt.slots), per_epoch)).get(size, per_epoch)
         sized = SizedTrial(size, (rt.startup_s or 0.0) + left * there, epochs=budget)
         next_spec = spec.moved(size, epochs_done, now - rt.start_time, sized)  # one time limit for all moves
-        self.actions.moved(rt, epochs_done, next_spec)
-        self.actions.start(self.book.move(next_spec, now))
+        self._events.append(TrialMoved(time=now, trial_id=trial_id, attempt=attempt, epochs_done=epochs_done,
+                                       size=size))
+        started = self.book.move(next_spec, now)
+        self._events.append(started_event(started, self.book.pool, now))
+        self.actions.start(started)
 
     def unqueued(self, after_id: int, trial_id: int, attempt: int, now: float) -> None:
         """The agent dropped a trial sent ahead before it started. At a stop it stays "suggested" (a

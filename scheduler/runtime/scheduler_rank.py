@@ -1,5 +1,6 @@
 """Rank 0 of a campaign: the MPI side of :class:`scheduler.loop.CampaignLoop` (which decides what
-starts, waits, is sent ahead, retried or taken back): start messages, the agents' reports, the
+starts, waits, is sent ahead, retried or taken back, and makes the journal events of its decisions):
+the message pump (start messages, the agents' reports), committing the loop's events to the
 journal, trial directories, the progress line and results.csv.
 
 One loop, single-threaded (a syncer thread only fsyncs the journal)::
@@ -44,16 +45,7 @@ from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.failures import failure_counts
-from hpo.events import (
-    CampaignFinished,
-    JournalEvent,
-    NodeDrained,
-    TrialFailed,
-    TrialFinished,
-    TrialStarted,
-    TrialStopRequested,
-    TrialSuggested,
-)
+from hpo.events import CampaignFinished, JournalEvent, NodeDrained
 from hpo.events import TrialProgress as EpochEvent
 from hpo.results_table import ResultsTableError
 from hpo.session import CampaignSession
@@ -64,10 +56,9 @@ from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, Tria
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import is_regular_file, move_aside, remove_any, write_atomic
 from scheduler.budget_check import BudgetWatch
-from scheduler.loop import (CampaignLoop, LoopActions, LoopRules, Outcomes, PlacementStuckError, QueuedTrial,
-                            RunningTrial, TrialSpec)
+from scheduler.loop import (AttemptEnd, CampaignLoop, LoopActions, LoopRules, Outcomes, PlacementStuckError,
+                            QueuedTrial, RunningTrial, TrialSpec)
 from scheduler.placement.base import PlacementPolicy
-from scheduler.resources import DrainReport
 from scheduler.runtime.layout import ClusterLayout
 from scheduler.runtime.messages import (
     TAG_KILL,
@@ -220,37 +211,19 @@ class SchedulerRank(LoopActions):
         raise RuntimeError("the MPI runtime does not move running trials (LoopRules.malleable is a "
                            "simulator study; campaigns run with it off)")
 
-    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
-        raise RuntimeError("the MPI runtime does not move running trials")
-
-    def suggested(self, spec: TrialSpec) -> None:
-        self._log(TrialSuggested(time=self.clock(), trial_id=spec.trial_id, params=spec.params))
-
-    def start(self, rt: RunningTrial) -> None:
+    def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
         self._parts[rt.spec.trial_id] = {}
+        if sent_ahead is not None:
+            return  # its agent started it when the trial before it exited
         if rt.on_shared_gpu:
             self._shared_since.setdefault(rt.slots[0], rt.start_time)
-        self._journal_start(rt)
         self._send_start(rt.spec, rt.slots, after=None)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
         self._send_start(queued.spec, (queued.slot,), after=queued.after)
 
-    def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
-        self._parts[rt.spec.trial_id] = {}
-        self._journal_start(rt, queued_after=before.spec.trial_id)
-
-    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
-        self._log(EpochEvent(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt, report=report))
-        if self.budget_watch is not None:
-            warning = self.budget_watch.epoch_reported(rt.spec.trial_id, report.epoch)
-            if warning is not None:
-                self.progress.note(f"warning: {warning}")
-
     def stop_trial(self, rt: RunningTrial, reason: str) -> None:
         msg = StopTrial(rt.spec.trial_id, rt.spec.attempt, reason)
-        self._log(TrialStopRequested(time=self.clock(), trial_id=rt.spec.trial_id, attempt=rt.spec.attempt,
-                                     reason=reason))
         self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
     def go_on(self, rt: RunningTrial, epoch: int) -> None:
@@ -261,28 +234,9 @@ class SchedulerRank(LoopActions):
         msg = Unqueue(queued.spec.trial_id, queued.spec.attempt, queued.after, reason)
         self.transport.send(self.layout.slot_to_rank[queued.slot], TAG_UNQUEUE, msg)
 
-    def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
-        parts = self._parts.pop(rt.spec.trial_id).values()
-        self._kill_sent.discard(rt.spec.trial_id)
-        spec = rt.spec
-        stop = None
-        if rt.stopping is not None:  # asked to stop: did it, or was it terminated after the grace period
-            stop = "ignored" if any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
-                                    for p in parts) else "obeyed"
-        common = dict(time=self.clock(), trial_id=spec.trial_id, attempt=spec.attempt, result=result,
-                      started_at=min(p.start_time for p in parts),  # the processes' own times
-                      ended_at=max(p.end_time for p in parts), stop=stop)
-        if result.status == TrialStatus.FAILED:
-            self._log(TrialFailed(**common, reason=result.failure_reason, log_tail=result.log_tail or "",
-                                  will_retry=retry_size is not None, retry_size=retry_size))
-        else:
-            self._log(TrialFinished(**common))
-
-    def drained(self, report: DrainReport) -> None:
-        self._log(NodeDrained(time=self.clock(), node=report.node, hostname=report.hostname,
-                              failures=report.failures, reason=report.last_reason))
-        self.progress.note(f"node {report.hostname} (node {report.node}) drained after {report.failures} "
-                           f"node-level failures in a row, the last: {report.last_reason[:200]}; no more trials go there")
+    def tell(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+        stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None
+        self._to_tell.append((spec, objective, stopped_after))  # told after this turn's journal flush
 
     def _drain_known_bad(self, drained: list[NodeDrained]) -> list[str]:
         """Nodes an earlier run drained stay out if this allocation has them (the same node number
@@ -299,22 +253,7 @@ class SchedulerRank(LoopActions):
                 again.append(f"{event.hostname} (node {node})")
         return again
 
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
-        stopped_after = result.epochs if result.status == TrialStatus.STOPPED else None
-        self._to_tell.append((spec, objective, stopped_after))  # told after this turn's journal flush
-
     # -- starts ------------------------------------------------------------------------------------
-    def _journal_start(self, rt: RunningTrial, queued_after: int | None = None) -> None:
-        pool = self.loop.book.pool
-        spec, slots = rt.spec, rt.slots
-        sized = spec.sized
-        predicted = sized.seconds_at(len(slots)) * len(slots) if sized is not None else None
-        self._log(TrialStarted(time=self.clock(), trial_id=spec.trial_id, attempt=spec.attempt, slots=tuple(slots),
-                               hosts=tuple(pool.hostname(pool.node_of(s)) for s in slots), size=len(slots),
-                               predicted_slot_s=predicted, queued_after=queued_after,
-                               predicted_startup_s=sized.startup_s if sized is not None else None,
-                               predicted_epoch_s=sized.epoch_s_at(len(slots)) if sized is not None else None))
-
     def _send_start(self, spec: TrialSpec, slots: tuple[int, ...], after: tuple[int, int] | None) -> None:
         """Queue the start messages of a trial attempt (they leave in :meth:`_commit`)."""
         config = self._make_trial_config(spec.params)
@@ -398,18 +337,23 @@ class SchedulerRank(LoopActions):
         if msg.fault is not None:  # the machine's fault: stop now; the trial is re-run on --resume
             raise InfrastructureFault(msg.fault, remedy(self.cdir.root, msg.fault))
         if len(parts) == len(rt.slots):
+            del self._parts[msg.trial_id]
+            self._kill_sent.discard(msg.trial_id)
             outcome = merge_parts(list(parts.values()), len(rt.slots), self.cfg.resources.device,
                                   float(self.cfg.trial_time_limit_s))
             result = outcome.result
-            if rt.stopping is not None and any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
-                                               for p in parts.values()):
+            ignored = rt.stopping is not None and any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
+                                                      for p in parts.values())
+            if ignored:
                 result = stopped_by_force(rt, result, self.cdir.trial(rt.spec.trial_id))
             if outcome.synthesised or result is not outcome.result:
                 self._write_result(rt.spec.trial_id, result)
-            self.loop.trial_ended(msg.trial_id, result, now, max(p.end_time for p in parts.values()))
+            end = AttemptEnd(min(p.start_time for p in parts.values()),  # the processes' own times
+                             max(p.end_time for p in parts.values()), stop_ignored=ignored)
+            self.loop.trial_ended(msg.trial_id, result, now, end)
             # busy until its processes ended (a trial sent ahead on its slot starts then, not when
             # rank 0 hears of it: counting to now would count that span twice, above 100%)
-            self._count_busy(rt, min(now, max(p.end_time for p in parts.values())))
+            self._count_busy(rt, min(now, end.ended_at))
         elif (msg.returncode != 0 or msg.timed_out) and msg.trial_id not in self._kill_sent:
             self._kill_sent.add(msg.trial_id)
             for r, slot in enumerate(rt.slots):
@@ -443,13 +387,17 @@ class SchedulerRank(LoopActions):
         self._events.append(event)
 
     def _commit(self) -> None:
-        """End of a loop turn: this turn's events go to the journal writer (one batch, one fsync),
-        then the actions they record happen (start messages leave, the optimizer learns the
-        outcomes)."""
+        """End of a loop turn: this turn's events (the loop's, then rank 0's own) go to the journal
+        writer (one batch, one fsync), then the actions they record happen (start messages leave,
+        the optimizer learns the outcomes)."""
+        events = self.loop.take_events()
         if self._events:
-            events, self._events = self._events, []
+            events += self._events
+            self._events = []
+        if events:
             self.session.record(events)
             self._dirty_csv = True
+            self._watch(events)
         for dest, msg in self._pending_starts:
             self.transport.send(dest, TAG_START, msg)
         self._pending_starts = []
@@ -463,6 +411,19 @@ class SchedulerRank(LoopActions):
             else:
                 optimizer.tell_past(spec.params, objective)
         self._to_tell = []
+
+    def _watch(self, events: list[JournalEvent]) -> None:
+        """What a person watching should hear of this turn's events: a budget that the first
+        measured epochs show too short, a node drained."""
+        for event in events:
+            if isinstance(event, EpochEvent) and self.budget_watch is not None:
+                warning = self.budget_watch.epoch_reported(event.trial_id, event.report.epoch)
+                if warning is not None:
+                    self.progress.note(f"warning: {warning}")
+            elif isinstance(event, NodeDrained):
+                self.progress.note(f"node {event.hostname} (node {event.node}) drained after {event.failures} "
+                                   f"node-level failures in a row, the last: {event.reason[:200]}; no more trials "
+                                   "go there")
 
     # -- loop ------------------------------------------------------------------------------------------
     def _snapshot(self, now: float) -> ProgressSnapshot:

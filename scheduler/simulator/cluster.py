@@ -14,14 +14,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hydragnn_ensemble.result import EpochReport, TrialResult, TrialStatus
+from hydragnn_ensemble.result import TrialResult, TrialStatus
 from hydragnn_ensemble.train.progress import PACE_AFTER_S
 from scheduler.cost_model import CostModel, EpochTimes
 from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
-from scheduler.resources import DrainReport, ResourcePool
+from scheduler.resources import ResourcePool
 from scheduler.sharing import ColocationCurve
-from scheduler.simulator.results import SimAttempt
 from scheduler.simulator.shared_clock import SharedClock
 from scheduler.simulator.workload import SimTrial
 from scheduler.sizing import SizedTrial, wider_epochs
@@ -191,7 +190,8 @@ class TimedPolicy:
 class SimulatedCluster(LoopActions):
     """The loop's actions on the virtual clock: a started attempt ends (or fails: a bad node, an
     injected failure) after its true duration; a trial sent ahead starts when the one before it
-    ends; a trial asked back is always dropped (it had not started)."""
+    ends; a trial asked back is always dropped (it had not started). What happened is the loop's
+    journal events (:mod:`scheduler.simulator.record`), as in the runtime."""
 
     def __init__(self, by_id: dict[int, SimTrial], events: EventQueue, slots_per_node: int, fixed_block: bool, bad_nodes: set[int], failure_rate: float,
                  rng: np.random.Generator, on_finished: Callable[[TrialSpec, TrialResult, Any], None],
@@ -217,18 +217,15 @@ class SimulatedCluster(LoopActions):
         self.cut_after: dict[int, int] = {}  # a stopped trial ends after this many epochs
         self.move_after: dict[int, int] = {}  # a trial moving to more slots exits after this many
         self.stopped: set[int] = set()
-        self.records: list[SimAttempt] = []
-        self.submitted_at: dict[int, float] = {}
         self.width: dict[int, int] = {}  # slots each trial's current attempt uses
         self.started: dict[int, int] = {}  # attempts started per trial
-
-    def suggested(self, spec: TrialSpec) -> None:
-        self.submitted_at[spec.trial_id] = self.now
 
     def _push_shared_end(self, when: float, trial_id: int, version: int) -> None:
         self.events.push(when, "shared_end", (trial_id, self.started[trial_id] - 1, version))
 
-    def start(self, rt: RunningTrial) -> None:
+    def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
+        """The attempt runs for its true duration from ``rt.start_time`` (a trial sent ahead: from
+        the end of the one before it, when the slot's virtual agent started it)."""
         t = self.by_id[rt.spec.trial_id]
         # a fixed block holds more slots than the trial uses; otherwise the width is its size
         width = t.slots if self.fixed_block and len(rt.slots) > t.slots else len(rt.slots)
@@ -292,13 +289,7 @@ class SimulatedCluster(LoopActions):
             self.shared_clock.end_after(tid, t.startup_s + in_progress * per_epoch, self.now)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
-        pass  # the slot's virtual agent starts it when ``before`` ends (promoted)
-
-    def promoted(self, queued: QueuedTrial, rt: RunningTrial, before: RunningTrial) -> None:
-        self.start(rt)
-
-    def progressed(self, rt: RunningTrial, report: EpochReport, value: float | None) -> None:
-        pass
+        pass  # the slot's virtual agent starts it when ``before`` ends (start with ``sent_ahead``)
 
     def go_on(self, rt: RunningTrial, epoch: int) -> None:
         """Nothing to do: the verdict's round trip (milliseconds to rank 0 and back) is not modelled."""
@@ -332,12 +323,6 @@ class SimulatedCluster(LoopActions):
         else:
             self.events.push(self.now, "move", (t.trial_id, rt.spec.attempt, rt.spec.resume_epoch))
 
-    def moved(self, rt: RunningTrial, epochs_done: int, next_spec: TrialSpec) -> None:
-        tid = rt.spec.trial_id
-        self.records.append(SimAttempt(tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid],
-                                       rt.start_time, self.now, True, epochs=epochs_done, moved=True,
-                                       needed_slot_s=self.by_id[tid].work_done(epochs_done)))
-
     def _epochs_done(self, rt: RunningTrial) -> int:
         """Epochs a running trial has finished by now."""
         t = self.by_id[rt.spec.trial_id]
@@ -346,22 +331,13 @@ class SimulatedCluster(LoopActions):
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
 
-    def ended(self, rt: RunningTrial, result: TrialResult, retry_size: int | None) -> None:
-        tid = rt.spec.trial_id
+    def leave(self, rt: RunningTrial) -> None:
+        """An attempt is ending now: a shared GPU's other residents speed up."""
         if rt.on_shared_gpu and self.shared_clock is not None:
-            self.shared_clock.leave(tid, self.now)
-        ok = result.status != TrialStatus.FAILED  # a stopped trial did what was asked of it
-        curve = self.by_id[tid].curve
-        self.records.append(SimAttempt(
-            tid, rt.spec.attempt + 1, self.width[tid], rt.slots, self.submitted_at[tid], rt.start_time, self.now, ok,
-            objective=result.objective if curve is not None else None, stopped=result.status == TrialStatus.STOPPED,
-            epochs=result.epochs if ok else None, needed_slot_s=self.by_id[tid].work_done(result.epochs) if ok else 0.0))
+            self.shared_clock.leave(rt.spec.trial_id, self.now)
 
-    def finished(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
+    def tell(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         self.on_finished(spec, result, objective)
-
-    def drained(self, report: DrainReport) -> None:
-        pass  # the loop's NodeHealth keeps the reports (sim.json ``drained_nodes``)
 
     def result_of(self, trial_id: int, reason: str | None, start_time: float, stopped_after: int | None = None
                   ) -> TrialResult:

@@ -6,8 +6,9 @@ failing) with trial ends as events; the :class:`CostModel` learns from the trial
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from scheduler.resources import ResourcePool
 from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
+from scheduler.simulator.record import SimRecord, sim_attempts
 from scheduler.simulator.results import SimResult, summarise
 from scheduler.simulator.search import OptimizerSource
 from scheduler.simulator.workload import MULTIDATASET_STATS, SimTrial, make_cost_model
@@ -88,7 +90,8 @@ Hook = Callable[[SimState], None]
 
 
 def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: Hook | None = None,
-             policy: PlacementPolicy | None = None, progress: bool = False) -> SimResult:
+             policy: PlacementPolicy | None = None, progress: bool = False,
+             campaign_dir: Path | None = None) -> SimResult:
     """Run the campaign ``trials`` (ids 0..n-1, in the order the optimizer hands them out) on the
     simulated cluster; returns the measured result. ``trials`` may instead be an
     :class:`OptimizerSource`: a real optimizer suggests the trials as the campaign runs and is told
@@ -96,7 +99,8 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
 
     ``hook`` is called with a :class:`SimState` after every step of the virtual clock (tests check
     invariants there); ``policy`` overrides ``config.policy`` (an instance, e.g. with non-default
-    options); ``progress`` shows a tqdm bar of finished trials."""
+    options); ``progress`` shows a tqdm bar of finished trials; ``campaign_dir``: write the campaign
+    there as a campaign directory that ``report`` reads (:mod:`scheduler.simulator.record`)."""
     from tqdm import tqdm
 
     events = EventQueue()
@@ -128,18 +132,36 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
                           learn_after=config.learn_after)
     max_trials = source.max_trials if config.max_trials is None else min(config.max_trials, source.max_trials)
     loop = CampaignLoop(_rules(config, max_trials, source.time_limit_s), pool, timed, sizer, cluster, stopper=stopper)
+    record = SimRecord(_recorded_campaign(config, timed.name, max_trials), pool.total_slots, campaign_dir)
     t_wall = time.perf_counter()
-    max_pending = _run(loop, source, cluster, events, SimState(0.0, pool, timed.policy, {}, cluster.started), hook,
-                       config.max_time_s)
+    max_pending, now = _run(loop, source, cluster, events, SimState(0.0, pool, timed.policy, {}, cluster.started), hook,
+                            config.max_time_s, record)
+    record.close(loop.stop_reason or "", now)
     bar.close()
-    return summarise(list(by_id.values()), cluster.records, timed.latencies, timed.cpu_times, config, timed.name, pool, loop.health,
-                     model, max_pending, time.perf_counter() - t_wall, loop.repriced, cluster.shared_attempts)
+    attempts = sim_attempts(record.state, by_id, timed.name == "fixed-block")
+    result = summarise(list(by_id.values()), attempts, timed.latencies, timed.cpu_times, config, timed.name, pool,
+                       record.state.drained, model, max_pending, time.perf_counter() - t_wall, loop.repriced,
+                       cluster.shared_attempts)
+    result.state = record.state
+    if record.cdir is not None:
+        result.write_json(record.cdir.root / "sim.json")
+    return result
+
+
+def _recorded_campaign(config: SimConfig, policy: str, max_trials: int) -> dict[str, Any]:
+    """What a simulated campaign's ``campaign_started`` records: the simulation's settings (not a
+    campaign file: ``report`` shows what it can without one)."""
+    settings = {k: v for k, v in asdict(config).items() if k not in ("gpu_sharing", "colocation")}
+    settings["gpu_sharing"] = config.gpu_sharing.mode.value if config.gpu_sharing.enabled else "off"
+    return {"simulated": {**settings, "policy": policy}, "max_trials": max_trials, "objective": "objective"}
 
 
 def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: SimulatedCluster,
-         events: EventQueue, state: SimState, hook: Hook | None, max_time_s: float | None) -> int:
+         events: EventQueue, state: SimState, hook: Hook | None, max_time_s: float | None,
+         record: SimRecord) -> tuple[int, float]:
     """Advance the virtual clock event by event until the campaign is over (after ``max_time_s``
-    nothing new starts, as in the runtime); the most candidates that waited at once."""
+    nothing new starts, as in the runtime), the loop's journal events into ``record``; the most
+    candidates that waited at once, and the time it ended."""
     max_pending = 0
     now = 0.0
     while True:
@@ -147,12 +169,13 @@ def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: 
         if max_time_s is not None and now >= max_time_s:
             loop.stop(f"max_time_s ({max_time_s:g} s) reached")
         _settle(loop, source, now)
+        record.take(loop.take_events())
         max_pending = max(max_pending, len(loop.book.waiting))
         if hook is not None:
             state.running = {tid: rt.slots for tid, rt in loop.book.running.items()}
             hook(state)
         if loop.done():
-            return max_pending
+            return max_pending, now
         if not events:
             raise SimulationError(f"nothing runs and nothing will arrive, but the campaign is not over "
                                   f"({loop.outcomes.finished} of {source.max_trials} trials finished)")
@@ -160,6 +183,7 @@ def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: 
         cluster.now = now
         while events and events.next_time() == now:
             _dispatch(events.pop(), loop, cluster, source, now)
+        record.take(loop.take_events())
 
 
 def _settle(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, now: float) -> None:
@@ -218,6 +242,7 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
         loop.trial_moved(trial_id, attempt, detail, now)
     elif kind == "cut":  # a stop inside an epoch: it ends with the epochs it finished
         done = cluster.epochs_finished(rt)[0]
+        cluster.leave(rt)
         loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=done), now)
     elif kind == "epoch":
         curve = cluster.by_id[trial_id].curve
@@ -226,6 +251,7 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
                              epoch_s=epoch_s, train_s=epoch_s * TRAIN_SHARE)
         loop.trial_progress(trial_id, attempt, [report], now)
         if cluster.cut_after.get(trial_id) == detail:
+            cluster.leave(rt)
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=detail), now)
         elif cluster.move_after.get(trial_id) == detail:
             loop.trial_moved(trial_id, attempt, detail, now)
@@ -233,6 +259,8 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
         cluster.limit_shared(rt)
     elif kind == "shared_end":  # detail: the shared clock's version of the prediction
         if cluster.shared_clock is not None and cluster.shared_clock.is_current(trial_id, detail):
+            cluster.leave(rt)
             loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time), now)
     else:  # "end" or "fail" (detail: the failure reason)
+        cluster.leave(rt)
         loop.trial_ended(trial_id, cluster.result_of(trial_id, detail, rt.start_time), now)

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from hpo.state import CampaignState
 
 SIM_JSON_KEYS = (
     "policy", "nodes", "gpus_per_node", "slots", "trials", "seed", "estimate_error", "utilisation",
@@ -84,6 +86,7 @@ class SimResult:
     records: list[SimAttempt] = field(repr=False, default_factory=list)
     total_slots: int = 0
     slots_per_node: int = 8
+    state: CampaignState | None = field(repr=False, default=None)  # the simulated campaign's, from its journal events
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.summary)
@@ -125,9 +128,11 @@ def _sharing(config, shared_attempts: int) -> dict[str, Any]:
 
 
 def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
-              pool, health, model, max_pending: int, wall_s: float, repriced: int = 0,
+              pool, drained: list, model, max_pending: int, wall_s: float, repriced: int = 0,
               shared_attempts: int = 0) -> SimResult:
-    """Compute U, makespan / LB, latencies, waits and failures from the attempts."""
+    """Compute U, makespan / LB, latencies, waits and failures from the attempts (their campaign
+    state's, :func:`scheduler.simulator.record.sim_attempts`) and the nodes ``drained`` (its
+    ``node_drained`` events)."""
     slots = pool.total_slots
     done = [r for r in records if r.ok]
     failed = [r for r in records if not r.ok]
@@ -174,7 +179,8 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         "wait_s": {"mean": float(np.mean(waits)) if waits else None, "max": max(waits, default=None)},
         "failed_slot_s": float(sum(len(r.held) * (r.end - r.start) for r in failed)),
         "failed_attempts": len(failed),
-        "drained_nodes": [asdict(d) for d in health.reports] if health is not None else [],
+        "drained_nodes": [{"node": d.node, "hostname": d.hostname, "failures": d.failures, "last_reason": d.reason}
+                          for d in drained],
         "cost_model_error": {"count": err.count, "median_abs_log": err.median, "p90_abs_log": err.p90},
         "sub_node_fraction": float(np.mean([t.slots <= pool.slots_per_node for t in trials])),
         "max_pending": max_pending, "repriced_trials": repriced, "sim_wall_s": wall_s,

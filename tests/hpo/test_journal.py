@@ -125,7 +125,7 @@ def test_replay_counts_best_running_and_next_id():
     assert state.next_trial_id == 6
     assert state.num_finished == 4 and state.num_completed == 2 and state.num_failed == 2
     assert state.counts == {"completed": 2, "diverged": 1, "timeout": 0, "stopped": 0, "failed": 1, "running": 1,
-                            "interrupted": 0, "retrying": 0, "suggested": 1}
+                            "interrupted": 0, "retrying": 0, "moved": 0, "suggested": 1}
     assert state.best_trial.trial_id == 2 and state.best_objective == 0.25
     assert state.history() == [(params(0), 0.5), (params(1), None), (params(2), 0.25), (params(3), None)]
     assert state.trials[1].last_attempt.reason == "out of memory"

@@ -49,6 +49,30 @@ def test_cli_writes_sim_json_and_plots(tmp_path):
     assert (tmp_path / "sim_util.png").stat().st_size > 1000 and (tmp_path / "sim_gantt.png").stat().st_size > 1000
 
 
+def test_a_simulated_campaign_directory_reads_like_a_real_one(tmp_path, capsys):
+    """``simulate -o DIR`` writes the journal the campaign loop made (no trial directories);
+    ``report DIR`` reads it and prints the trials line the simulator printed, and its trial counts
+    are the simulator's: every workload trial ended once, the stopped ones as sim.json counts them."""
+    out = tmp_path / "simulated"
+    assert main(["simulate", "--no-progress", "--nodes", "4", "--gpus-per-node", "4", "--trials", "40", "--seed", "1",
+                 "--space", "demo", "-o", str(out)]) == 0
+    simulated = capsys.readouterr().out.splitlines()
+    assert sorted(p.name for p in out.iterdir()) == ["journal.jsonl", "results.csv", "sim.json"]
+    assert main(["report", str(out)]) == 0
+    reported = capsys.readouterr().out.splitlines()
+    trials_line = next(line for line in reported if line.startswith("trials: "))
+    assert trials_line == simulated[0] and trials_line.startswith("trials: 40 (")
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 41 and json.loads((out / "sim.json").read_text())["trials"] == 40
+    # a second run may replace what simulate wrote; a real campaign directory is never replaced
+    assert main(["simulate", "--no-progress", "--nodes", "4", "--trials", "10", "--space", "demo", "-o", str(out)]) == 0
+    capsys.readouterr()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "journal.jsonl").write_text("")
+    assert main(["simulate", "--no-progress", "--trials", "10", "-o", str(tmp_path / "real")]) == 2
+    assert "is not a previous output of this command (simulated campaign directory)" in capsys.readouterr().err
+
+
 def test_cli_bad_input(tmp_path, capsys):
     assert main(["simulate", "--trials", "0", "-o", str(tmp_path / "x.json")]) == 2
     assert "--trials must be >= 1" in capsys.readouterr().err

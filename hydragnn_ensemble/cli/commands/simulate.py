@@ -58,7 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bad-nodes", type=int, default=0, help="nodes failing every trial (drained)")
     parser.add_argument("--max-pending", type=int, default=None,
                         help="at most this many candidates wait for placement (default: the pool factor)")
-    parser.add_argument("-o", "--output", default="sim.json", help="result file (default sim.json)")
+    parser.add_argument("-o", "--output", default="sim.json",
+                        help="result file (default sim.json); a path not ending in .json is a campaign directory: "
+                             "its journal.jsonl, results.csv and sim.json, which `report DIR` reads like a real "
+                             "campaign's")
     parser.add_argument("--plot", action="store_true", help="also write <output>_util.png and _gantt.png")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -70,14 +73,35 @@ def paths(args: argparse.Namespace):
     from hydragnn_ensemble.path_guard import CommandPaths, Output
     from scheduler.simulator.results import is_sim_json
 
+    from scheduler.simulator.record import is_sim_campaign_dir
+
     out = Path(args.output)
-    outputs = [Output(out, "simulation result", is_sim_json)]
+    outputs = [Output(out, "simulation result", is_sim_json) if _is_json(out) else
+               Output(out, "simulated campaign directory", is_sim_campaign_dir)]
     if args.plot:
-        outputs += [Output(out.with_name(out.stem + suffix), "simulation plot", lambda p: p.suffix == ".png")
+        outputs += [Output(_plot_path(out, suffix), "simulation plot", lambda p: p.suffix == ".png")
                     for suffix in ("_util.png", "_gantt.png")]
     inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve, args.campaign, args.dataset, args.learn_from)
                    if p)
     return CommandPaths(inputs=inputs, outputs=tuple(outputs))
+
+
+def _is_json(output) -> bool:
+    """``-o`` names a sim.json file (else a campaign directory)."""
+    return output.suffix == ".json"
+
+
+def _plot_path(output, suffix: str):
+    """Where ``--plot`` writes: beside sim.json, or inside the campaign directory."""
+    return output.with_name(output.stem + suffix) if _is_json(output) else output / f"sim{suffix}"
+
+
+def _trials_line(result) -> str:
+    """The line ``report`` prints first for the simulated campaign (the same code reads the same
+    state)."""
+    from hpo.report import format_summary, summarize
+
+    return format_summary(summarize(result.state)).splitlines()[0]
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -151,11 +175,14 @@ def run(args: argparse.Namespace) -> int:
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
                            max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error,
                            gpu_sharing=sharing, colocation=curve)
-        result = simulate(trials, config, progress=not args.no_progress)
+        out = Path(args.output)
+        result = simulate(trials, config, progress=not args.no_progress,
+                          campaign_dir=None if _is_json(out) else out)
     except (WorkloadError, SimulationError, UnknownPolicyError, SharingError, OSError) as exc:
         raise UserError(str(exc)) from None
-    out = Path(args.output)
-    result.write_json(out)
+    if _is_json(out):
+        result.write_json(out)
+    print(_trials_line(result))
     s = result.summary
     shared = s["gpu_sharing"]["shared_attempts"]
     print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan {s['makespan_s'] / 3600:.2f} h "
@@ -164,6 +191,6 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from scheduler.simulator.plots import plot_gantt, plot_utilisation
 
-        plot_utilisation(result, out.with_name(out.stem + "_util.png"))
-        plot_gantt(result, out.with_name(out.stem + "_gantt.png"))
+        plot_utilisation(result, _plot_path(out, "_util.png"))
+        plot_gantt(result, _plot_path(out, "_gantt.png"))
     return 0
