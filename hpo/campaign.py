@@ -203,7 +203,7 @@ class CampaignConfig(_Strict):
     failure_threshold: float = Field(0.5, gt=0, le=1)
     min_trials_for_threshold: int = Field(8, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    placement: str = "load-aware"  # a name of scheduler.placement.registry (checked before launch)
+    placement: str = "load-aware"  # a name of scheduler.placement.registry (scheduler.campaign_file checks it)
     pool_factor: float = Field(2.0, ge=1)
     trial_program: str = BUILTIN_TRIAL_PROGRAM
     trial_launcher: TrialLauncher = "fork-server"

@@ -252,14 +252,6 @@ class Packing:
     rigid: bool = True
 
 
-def campaign_sharing(word: str, curve_path: Path | None, device_memory_gb: float,
-                     time_limit_s: float) -> GpuSharing:
-    """A campaign's rule from its ``resources`` (``gpu_sharing``, ``colocation_curve``) and trial
-    time limit: the curve is read from its file; a SharingError names the file or the value."""
-    curve = ColocationCurve.read(curve_path) if curve_path is not None else None
-    return GpuSharing.parse(word, device_memory_gb, curve, time_limit_s)
-
-
 def share_key(slot: int) -> int:
     """The pool owner of a shared GPU (a negative id no trial has, distinct from growth keys)."""
     return -(2**40) - slot

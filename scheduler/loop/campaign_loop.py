@@ -97,7 +97,7 @@ class LoopRules:
     @classmethod
     def from_campaign(cls, cfg, slots_per_node: int, gpu_sharing: GpuSharing | None = None) -> "LoopRules":
         """From a :class:`hpo.campaign.CampaignConfig` and its sharing rule, read from its
-        ``resources`` (:func:`scheduler.sharing.campaign_sharing`; None: off)."""
+        ``resources`` (:meth:`scheduler.campaign_file.CheckedCampaign.sharing`; None: off)."""
         return cls(max_trials=cfg.max_trials, slots_per_node=slots_per_node, pool_factor=cfg.pool_factor,
                    prefetch_below_s=cfg.prefetch_below_s, retries=cfg.retries,
                    retry_oom_on_more_slots=cfg.retry_oom_on_more_slots,

@@ -1,6 +1,7 @@
 """Placement policies by name, the one registry: ``load-aware`` (default), ``fifo``, ``fifo-skip``,
 ``fixed-block``; ``first-fit`` is another name of ``fifo-skip`` (arrival order, skipping what does
-not fit). The campaign's ``placement`` (checked when the campaign is loaded, before anything starts),
+not fit). The campaign's ``placement`` (checked with the rest of the campaign file by
+:func:`scheduler.campaign_file.load_checked_campaign`, before anything starts),
 the simulator's ``--policy`` and the runtime all go through :func:`make_policy`. A new policy is one
 class (:class:`scheduler.placement.base.PlacementPolicy`) and one line in :data:`POLICY_FACTORIES`;
 ``tests/scheduler/test_policies.py`` runs every registered one through the simulator."""

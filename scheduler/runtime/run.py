@@ -33,7 +33,8 @@ from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_out
 from hpo.events import CampaignFinished, CampaignStarted
 from hpo.stoppers import Stopper
 from scheduler.budget_check import BudgetShortfall, BudgetWatch, check_budgets
-from scheduler.placement.registry import check_policy_name, make_policy
+from scheduler.campaign_file import CheckedCampaign, load_checked_campaign
+from scheduler.placement.registry import make_policy
 from scheduler.runtime.agent import Agent, hello
 from scheduler.runtime.faults import InfrastructureFault
 from scheduler.runtime.fork_server import default_preload
@@ -45,7 +46,7 @@ from scheduler.loop import TrialSpec
 from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
 from scheduler.runtime.transport import MpiTransport
 from scheduler.runtime.sizing import usable_sizes
-from scheduler.sharing import GpuSharing, SharingError, SharingMode, campaign_sharing
+from scheduler.sharing import GpuSharing, SharingError, SharingMode
 from scheduler.sizing import CostModelSizer, runtime_sizer, slot_memory_gb
 
 if TYPE_CHECKING:
@@ -69,26 +70,25 @@ def default_campaign_dir(campaign_path: str | Path) -> Path:
 
 
 def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: CampaignDir,
-                resume: bool) -> tuple["CampaignConfig", ClusterLayout]:
+                resume: bool) -> tuple[CheckedCampaign, ClusterLayout]:
     """The validated campaign and the agents' layout: what the agents need to start (quick). The
     campaign directory is checked here too, before any agent starts: it must not overlap the
     campaign's inputs, and a new campaign needs a new or empty directory."""
-    from hpo.campaign import load_campaign
-
     # --dataset replaces the file's dataset before validation (which checks that it exists)
-    cfg = load_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
-    check_policy_name(cfg.placement)
+    checked = load_checked_campaign(campaign_path, None if dataset is None else {"dataset": str(dataset.resolve())})
+    cfg = checked.config
     check_outside_inputs(cdir, [campaign_path, cfg.dataset, cfg.base_config])
     if not resume:
         check_new(cdir)  # before anything is written there (again under the lock in the set-up)
-    return cfg, build_layout(hellos, cfg.resources.slots_per_node)
+    return checked, build_layout(hellos, cfg.resources.slots_per_node)
 
 
-def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
+def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
                  resume: bool, force_unlock: bool, hellos: list[AgentHello]) -> _Setup:
     """Open the campaign (:class:`hpo.session.CampaignSession`) and build the scheduler over it."""
     from hpo.session import CampaignSession
 
+    cfg = checked.config
     try:
         sizes = usable_sizes(cfg.resources.slots_per_trial, layout.slots_per_node, layout.slots_on_nodes())
     except ValueError as exc:
@@ -97,7 +97,7 @@ def _setup_rank0(comm, cfg: "CampaignConfig", layout: ClusterLayout, campaign_pa
     res = cfg.resources
     memory_gb = res.device_memory_gb or slot_memory_gb(res.device, layout.slots_per_node)
     try:
-        sharing = campaign_sharing(res.gpu_sharing, res.colocation_curve, memory_gb, cfg.trial_time_limit_s)
+        sharing = checked.sharing(memory_gb)
     except SharingError as exc:
         raise CampaignSetupError(f"{campaign_path}: resources: {exc}") from None
     warnings = preflight(cfg, campaign_path)  # before anything is written; the agents import meanwhile
@@ -249,14 +249,15 @@ def run_campaign(
         return None
     cdir = CampaignDir(Path(campaign_dir) if campaign_dir is not None else default_campaign_dir(campaign_path))
     try:
-        cfg, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None,
-                                  cdir, resume)
+        checked, layout = _plan_rank0(hellos[1:], Path(campaign_path), Path(dataset) if dataset is not None else None,
+                                      cdir, resume)
+        cfg = checked.config
     except BaseException as exc:
         _refuse(comm, exc, barrier=False)
     comm.bcast({"assignments": layout.assignments, "device": cfg.resources.device,
                 "launcher": launcher_settings(cfg)}, root=0)
     try:
-        setup = _setup_rank0(comm, cfg, layout, Path(campaign_path), cdir, resume, force_unlock, hellos[1:])
+        setup = _setup_rank0(comm, checked, layout, Path(campaign_path), cdir, resume, force_unlock, hellos[1:])
     except BaseException as exc:
         _refuse(comm, exc, barrier=True)
     wait_quietly(comm.Ibarrier(), 0.001)  # agents may still be importing: do not spin a core

@@ -78,6 +78,7 @@ from scheduler.runtime.messages import (
 )
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
+from scheduler.runtime.slot_usage import SlotUsage
 from scheduler.runtime.faults import InfrastructureFault, infrastructure_cause, remedy
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.runtime.outcome import merge_parts
@@ -184,8 +185,7 @@ class SchedulerRank(LoopActions):
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
         self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
-        self._busy_slot_s = 0.0
-        self._shared_since: dict[int, float] = {}  # slot of a shared GPU -> its first resident's start
+        self.usage = SlotUsage()
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
         self._last_csv = time.monotonic()
@@ -215,8 +215,7 @@ class SchedulerRank(LoopActions):
         self._parts[rt.spec.trial_id] = {}
         if sent_ahead is not None:
             return  # its agent started it when the trial before it exited
-        if rt.on_shared_gpu:
-            self._shared_since.setdefault(rt.slots[0], rt.start_time)
+        self.usage.started(rt)
         self._send_start(rt.spec, rt.slots, after=None)
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:
@@ -353,23 +352,13 @@ class SchedulerRank(LoopActions):
             self.loop.trial_ended(msg.trial_id, result, now, end)
             # busy until its processes ended (a trial sent ahead on its slot starts then, not when
             # rank 0 hears of it: counting to now would count that span twice, above 100%)
-            self._count_busy(rt, min(now, end.ended_at))
+            self.usage.ended(rt, min(now, end.ended_at), rt.slots[0] in self.loop.book.shared)
         elif (msg.returncode != 0 or msg.timed_out) and msg.trial_id not in self._kill_sent:
             self._kill_sent.add(msg.trial_id)
             for r, slot in enumerate(rt.slots):
                 if r not in parts:
                     kill = KillTrial(msg.trial_id, msg.attempt, f"rank {msg.rank} of the trial failed")
                     self.transport.send(self.layout.slot_to_rank[slot], TAG_KILL, kill)
-
-    def _count_busy(self, rt: RunningTrial, ended: float) -> None:
-        """Slot-seconds ``rt``, which just ended in the loop, kept busy; a shared GPU counts once,
-        from its first resident's start to its last resident's end (when the book gave it back; one
-        agent reports its slot's exits in order)."""
-        slot = rt.slots[0]
-        if not rt.on_shared_gpu:
-            self._busy_slot_s += len(rt.slots) * max(0.0, ended - rt.start_time)
-        elif slot not in self.loop.book.shared:
-            self._busy_slot_s += max(0.0, ended - self._shared_since.pop(slot))
 
     def _write_result(self, trial_id: int, result: TrialResult) -> None:
         """Write the result the runtime made for a trial; a trial directory that cannot take it
@@ -429,13 +418,10 @@ class SchedulerRank(LoopActions):
     def _snapshot(self, now: float) -> ProgressSnapshot:
         elapsed = now - self.t_go
         running = self.loop.book.running.values()
-        alone = [rt for rt in running if not rt.on_shared_gpu]
-        busy_now = sum(len(rt.slots) * max(0.0, now - rt.start_time) for rt in alone)
-        busy_now += sum(max(0.0, now - since) for since in self._shared_since.values())
+        busy, slots_used = self.usage.now(running, now)
         total = self.layout.usable_slots
-        util = min(1.0, (self._busy_slot_s + busy_now) / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
+        util = min(1.0, busy / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
         out = self.loop.outcomes
-        slots_used = sum(len(rt.slots) for rt in alone) + len(self._shared_since)
         return ProgressSnapshot(out.finished, self.cfg.max_trials, len(running), out.failed, out.best_objective,
                                 slots_used, total, util, self.elapsed_total_s(now))
 

@@ -75,11 +75,13 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
                   learn_from: Path | None = None, estimate_error: float = 0.5, seed: int = 0,
                   progress: bool = False) -> tuple[SimResult, CampaignPlan]:
     """Simulate ``campaign`` on ``nodes`` nodes for ``hours`` hours (module docstring)."""
-    from hpo.campaign import BUILTIN_TRIAL_PROGRAM, load_campaign
+    from hpo.campaign import BUILTIN_TRIAL_PROGRAM
     from hpo.optimizers import make_optimizer
     from hpo.space import apply_params
+    from scheduler.campaign_file import load_checked_campaign
 
-    cfg = load_campaign(campaign, None if dataset is None else {"dataset": str(Path(dataset).resolve())})
+    checked = load_checked_campaign(campaign, None if dataset is None else {"dataset": str(Path(dataset).resolve())})
+    cfg = checked.config
     if cfg.trial_program != BUILTIN_TRIAL_PROGRAM:
         raise CampaignPlanError(f"{campaign}: trial_program {cfg.trial_program!r}: the cost model knows the built-in "
                                 "trainer's layers only; a custom program's trials cannot be costed")
@@ -103,7 +105,9 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
         raise CampaignPlanError(f"{campaign}: resources.slots_per_trial {res.slots_per_trial}: none fits "
                                 f"{nodes} node(s) of {spn} slots")
     memory = res.device_memory_gb or slot_memory_gb(res.device, spn)
-    sizer = Sizer(model, sizes, target_seconds=max(1e-3, cfg.trial_time_limit_s / 4.0), memory_per_slot_gb=memory)
+    sharing = checked.sharing(memory)  # the campaign's own rule: several small trials per GPU, or off
+    sizer = Sizer(model, sizes, target_seconds=max(1e-3, cfg.trial_time_limit_s / 4.0), memory_per_slot_gb=memory,
+                  packing=sharing.packing(cfg.max_trials / (nodes * spn)))
     base = cfg.load_base_config()
     rng = np.random.default_rng(seed)
     stopper = cfg.early_stopping.make()
@@ -133,7 +137,8 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
                        verdict_wait=cfg.early_stopping.verdict_wait_s > 0, retries=cfg.retries,
                        failure_threshold=cfg.failure_threshold, prefetch_below_s=cfg.prefetch_below_s,
                        max_time_s=min(cfg.max_time_s or math.inf, allocation), fill_tail=cfg.fill_tail,
-                       max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error)
+                       max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error, gpu_sharing=sharing,
+                       colocation=checked.curve if sharing.enabled else None)
     result = simulate(source, config, progress=progress)
     short = check_budgets(sizer, lambda params: apply_params(base, params), cfg.space, stopper,
                           cfg.trial_time_limit_s, measured=learn_from is not None)

@@ -53,5 +53,5 @@ def test_a_curve_that_does_not_cover_k_is_refused_before_any_trial(tmp_path: Pat
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=2)
     assert proc.returncode != 0
-    assert f"{campaign}: resources: the co-location curve was measured for k <= 2, not k = 4" in proc.stderr
+    assert f"{campaign}: resources.gpu_sharing: the co-location curve was measured for k <= 2, not k = 4" in proc.stderr
     assert not (out / "journal.jsonl").exists() or of(events(out), "trial_started") == []
