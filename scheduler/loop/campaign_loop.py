@@ -43,8 +43,9 @@ from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes
 from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
+from scheduler.node_health import NodeHealth, is_node_level_failure
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
-from scheduler.resources import DrainReport, NodeHealth, ResourcePool, is_node_level_failure
+from scheduler.resources import DrainReport, ResourcePool
 from scheduler.sharing import GpuSharing
 from scheduler.sizing import SizedTrial, TrialSizer
 
