@@ -13,7 +13,7 @@ copied to another machine, while the campaign runs or after it stopped:
 
 The report's parts live in their own modules: the cost model's error and figure
 (:mod:`hpo.report_costs`), the trials' figures (:mod:`hpo.report_plots`), the slot usage
-(:mod:`hpo.gantt`), the Pareto front (:mod:`hpo.pareto`) and the page (:mod:`hpo.report_html`).
+(:mod:`hpo.gantt`), the Pareto front (:mod:`hpo.report_pareto`) and the page (:mod:`hpo.report_html`).
 This module gathers the summary (:func:`summarize`, :func:`format_summary`) and writes the report
 (:func:`write_report`, :func:`watch_report`).
 """
@@ -34,8 +34,8 @@ from hpo.failures import failure_counts, failure_text, failures_heading, status_
 from hpo.figure_style import pyplot
 from hpo.gantt import plot_gantt
 from hpo.head_columns import HeadColumn, head_columns, read_dataset_shape
-from hpo.pareto import format_pareto, pareto_front, plot_pareto
 from hpo.report_costs import CostPredictionError, attempt_slots, format_prediction_error, plot_cost, prediction_error
+from hpo.report_pareto import format_pareto, pareto_front, plot_pareto
 from hpo.report_plots import plot_curves, plot_importance, plot_objective, plot_parallel
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord

@@ -9,7 +9,7 @@
   (:mod:`hpo.importance`).
 
 The slot usage (:mod:`hpo.gantt`), the cost model (:mod:`hpo.report_costs`) and the Pareto front
-(:mod:`hpo.pareto`) have their own modules.
+(:mod:`hpo.report_pareto`) have their own modules.
 """
 
 from __future__ import annotations
