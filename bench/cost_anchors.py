@@ -5,7 +5,7 @@ batch 32), a fresh worker process (one torch thread, as a campaign's trials) bui
 64-atom EMT alloy graphs at 5 A and times, after one warm-up epoch, ``repeats`` epochs as
 ``Trainer.fit`` runs them: the training pass (``train_epoch``) and the validation pass
 (``evaluate("valset")``). Per type the three training times per graph give, by non-negative least
-squares, the cost model's terms (``scheduler.cost_model.TypeRates``): seconds per analytic FLOP,
+squares, the cost model's terms (``scheduler.cost_anchors.TypeRates``): seconds per analytic FLOP,
 and the fixed seconds per batch and per batch and layer (what small models are made of: the FLOP
 count alone under-predicted the demo's smallest trials 30x). Prints them with the training graphs/s
 at hidden 64 x 3 (now in ``scheduler/cost_anchors.json`` and measured) and an epoch over its
@@ -44,7 +44,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
-from scheduler.cost_model import ANCHORS_FILE, MPNN_COSTS, CostModel, DatasetStats, TypeRates, load_anchors  # noqa: E402
+from scheduler.cost_anchors import ANCHORS_FILE, TypeRates, load_anchors  # noqa: E402
+from scheduler.dataset_stats import DatasetStats  # noqa: E402
+from scheduler.flop_model import MPNN_COSTS, graph_flops  # noqa: E402
 
 SHAPES = ((64, 3), (8, 1), (8, 3))  # (hidden, conv layers); the first is the reference shape
 FACTOR_SHAPES = ((64, 3), (8, 1))  # where a potential's training is compared with direct heads
@@ -116,7 +118,7 @@ def fit_rates(mpnn_type: str, runs: list[dict], stats: DatasetStats) -> TypeRate
 
     rows, rhs = [], []
     for r in runs:
-        flops = CostModel.graph_flops(mpnn_type, r["hidden"], r["layers"], 1, stats.mean_nodes, stats.mean_edges)
+        flops = graph_flops(mpnn_type, r["hidden"], r["layers"], 1, stats.mean_nodes, stats.mean_edges)
         rows.append([flops / r["s_per_graph"], 1.0 / BATCH / r["s_per_graph"], r["layers"] / BATCH / r["s_per_graph"]])
         rhs.append(1.0)
     (per_flop, batch_s, layer_s), _ = nnls(rows, rhs)

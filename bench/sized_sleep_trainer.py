@@ -28,7 +28,9 @@ def _arg(argv: list[str], flag: str, default: str) -> str:
 
 def duration_s(config: dict, world: int, trial_key: str) -> float:
     """How long this trial sleeps on ``world`` slots."""
-    from scheduler.cost_model import CostModel, DatasetStats, ParallelEfficiency, TrialFeatures
+    from scheduler.cost_model import CostModel, TrialFeatures
+    from scheduler.dataset_stats import DatasetStats
+    from scheduler.efficiency import ParallelEfficiency
 
     opts = config["SizedSleep"]
     model = CostModel(DatasetStats(opts.get("num_graphs", 1000), 30.0, 600.0),

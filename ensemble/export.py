@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 from ensemble.campaign import CampaignInfo, CampaignTrial, read_campaign
 from graph_builders.schema import HeadRegistry
 from ensemble.selection import select_topk
+from hydragnn_ensemble.config import HydraConfig, config_from_dict
 from hydragnn_ensemble.path_guard import PathGuardError, check_no_overlap, check_replaceable
 
 FORMATS: tuple[str, ...] = ("hydragnn", "json", "yaml", "csv", "optuna")
@@ -48,6 +50,9 @@ TABLE_NAME = "members.csv"
 DATASET_NAME = "hydragnn_dataset.bp"
 #: Layers (lower case) HydraGNN trains as interatomic potentials on our edges (see hydragnn_mismatch).
 POTENTIAL_LAYERS = frozenset({"egnn", "painn"})
+#: ``max_neighbours`` written where a config has none (HydraGNN's examples' value; HydraGNN's model
+#: factory reads it unconditionally, and it caps only graphs HydraGNN builds itself).
+HYDRAGNN_MAX_NEIGHBOURS = 100
 
 
 class ExportError(ValueError):
@@ -125,7 +130,9 @@ def for_hydragnn(config: dict[str, Any], layout: "DatasetLayout | None" = None) 
     (ours: ``hidden_dim``), PaiNN ``num_radial`` (ours: ``num_gaussians`` or 50), and
     ``task_weights`` (ours: 1 per head) and ``max_neighbours`` (100, HydraGNN's examples' value; it
     caps only graphs HydraGNN builds itself): HydraGNN's model factory reads both unconditionally.
-    Keys the config sets are kept.
+    Keys the config sets are kept. The values written are read from the config as this package
+    loads it (:class:`hydragnn_ensemble.config.HydraConfig`: ``radial_size``, ``hidden_dim``, the
+    task weights it fills in); they go into a copy of ``config``, so nothing else changes.
 
     With the campaign's dataset ``layout``: ``Variables_of_interest`` describes the heads in the
     HydraGNN-shaped copy of the dataset (:func:`ensemble.hydragnn_layout.hydragnn_config`), and a
@@ -133,26 +140,32 @@ def for_hydragnn(config: dict[str, Any], layout: "DatasetLayout | None" = None) 
     column (ours ignores it; HydraGNN's SchNet then takes our edges, periodic images included,
     instead of building its own non-periodic radius graph)."""
     from ensemble.hydragnn_layout import exported_heads, hydragnn_config
-    from hydragnn_ensemble.config.to_spec import DEFAULT_NUM_GAUSSIANS
 
+    trained = _typed(config).architecture
     out = json.loads(json.dumps(config))
     if layout is not None:
         out = hydragnn_config(out, exported_heads(out, layout.heads, layout.input_width))
-    arch = out.get("NeuralNetwork", {}).get("Architecture", {})
-    layer = str(arch.get("mpnn_type", "")).lower()
-    voi = out.get("NeuralNetwork", {}).get("Variables_of_interest", {})
-    heads = voi.get("output_names") or voi.get("output_index") or voi.get("type") or []
-    arch.setdefault("task_weights", [1.0] * len(heads))
-    arch.setdefault("max_neighbours", 100)
-    radial = arch.get("num_gaussians") or arch.get("num_radial") or DEFAULT_NUM_GAUSSIANS
+    arch = out["NeuralNetwork"]["Architecture"]
+    arch.setdefault("task_weights", list(trained.task_weights or []))  # the loader's: 1 per head
+    arch.setdefault("max_neighbours", HYDRAGNN_MAX_NEIGHBOURS)
+    layer = trained.mpnn_type.lower()
     if layer == "schnet":
-        arch.setdefault("num_gaussians", radial)
-        arch.setdefault("num_filters", arch.get("hidden_dim"))
-        if layout is not None and layout.edge_is_length and not arch.get("edge_features"):
+        arch.setdefault("num_gaussians", trained.radial_size)
+        arch.setdefault("num_filters", trained.hidden_dim)
+        if layout is not None and layout.edge_is_length and not trained.edge_features:
             arch["edge_features"] = ["length"]
     elif layer == "painn":
-        arch.setdefault("num_radial", radial)
+        arch.setdefault("num_radial", trained.radial_size)
     return out
+
+
+def _typed(config: dict[str, Any]) -> HydraConfig:
+    """``config`` as this package reads it (:class:`HydraConfig`); a config that does not load
+    raises :class:`hydragnn_ensemble.config.ConfigError`. Its warnings (a key read differently
+    here) were the trial's when it trained: an export does not repeat them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return config_from_dict(config)
 
 
 @dataclass(frozen=True)
@@ -208,29 +221,28 @@ def hydragnn_mismatch(config: dict[str, Any], layout: "DatasetLayout | None" = N
     without them builds its own non-periodic radius graph; its GIN, PNA, CGCNN and GAT do not use
     positions at all (its autograd finds no gradient).
     """
-    network = config.get("NeuralNetwork", {})
-    arch = network.get("Architecture", {})
-    layer = str(arch.get("mpnn_type", ""))
-    potential = network.get("Training", {}).get("compute_grad_energy") or arch.get("enable_interatomic_potential")
-    if potential and layer.lower() not in POTENTIAL_LAYERS:
+    typed = _typed(config)
+    arch = typed.architecture
+    layer = arch.mpnn_type
+    if typed.potential_mode and layer.lower() not in POTENTIAL_LAYERS:
         why = ("refuses edge features with interatomic potentials and without them builds its own "
                "non-periodic radius graph" if layer.lower() == "schnet" else "does not use positions, so "
                "it has no forces by autograd")
         return (f"potential mode with {layer}: HydraGNN's {layer} {why}; HydraGNN trains potentials "
                 "from our files with EGNN or PAINN")
-    if (layout is not None and layer.lower() == "schnet" and arch.get("hydragnn_shaped")
-            and not arch.get("edge_features") and not layout.edge_is_length):
+    if (layout is not None and layer.lower() == "schnet" and arch.hydragnn_shaped
+            and not arch.edge_features and not layout.edge_is_length):
         return ("HydraGNN-shaped SchNet: its filter reads the edge length, as HydraGNN's SchNet does with "
                 "edge_features [length], which needs the dataset's edge_attr to be the length (this one's is "
                 "not; HydraGNN would build its own non-periodic radius graph)")
-    filters = arch.get("num_filters")
-    if str(arch.get("mpnn_type", "")).lower() == "schnet" and filters is not None and filters != arch.get("hidden_dim"):
-        return (f"SchNet with num_filters {filters} != hidden_dim {arch.get('hidden_dim')}: our SchNet's "
+    filters = arch.num_filters
+    if layer.lower() == "schnet" and filters is not None and filters != arch.hidden_dim:
+        return (f"SchNet with num_filters {filters} != hidden_dim {arch.hidden_dim}: our SchNet's "
                 "filters are hidden_dim wide (num_filters is not used here), HydraGNN's num_filters wide")
-    if arch.get("mpnn_type") != "CGCNN" or arch.get("global_attn_engine"):
+    if layer != "CGCNN" or arch.global_attn_engine:
         return None
-    width = len(network.get("Variables_of_interest", {}).get("input_node_features", [0]))
-    hidden = arch.get("hidden_dim")
+    width = typed.variables.input_width
+    hidden = arch.hidden_dim
     if hidden == width:
         return None
     return (f"CGCNN with hidden_dim {hidden}: HydraGNN's CGCNN without global attention keeps the "

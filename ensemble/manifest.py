@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hydragnn_ensemble.manifest_members import MANIFEST_NAME
 from hydragnn_ensemble.path_guard import PathGuardError, contained_path
 
-MANIFEST_NAME = "manifest.json"
 MEMBERS_DIR = "members"
 FORMAT = "hydragnn-ensemble-manifest"
 VERSION = 1

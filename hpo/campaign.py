@@ -217,7 +217,7 @@ class CampaignConfig(_Strict):
     # longest epoch, if longer) is terminated like one over its time limit
     stop_grace_s: float = Field(30.0, gt=0)
     # a node whose trials failed this many times in a row for a node-level reason (device,
-    # interconnect, local disk: scheduler.resources.NODE_LEVEL_PATTERNS) gets no more trials; 0: never
+    # interconnect, local disk: scheduler.node_health.NODE_LEVEL_PATTERNS) gets no more trials; 0: never
     drain_after_node_failures: int = Field(3, ge=0)
     # once max_trials trials are out, slots that would idle while the last trials run get extra
     # trials (each predicted to reach its first rung before the last regular trial's end); they

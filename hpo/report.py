@@ -5,16 +5,21 @@ copied to another machine, while the campaign runs or after it stopped:
 
 * the summary: trials by status, the best trial, the top-N trials with their hyperparameters,
   total slot-hours and utilisation (busy slot-time over slot-time available while the campaign ran),
-  and the cost model's own prediction error (:func:`prediction_error`);
+  and the cost model's own prediction error (:func:`hpo.report_costs.prediction_error`);
 * the baselines every head's validation MAE must beat, read from the campaign's dataset
   (:mod:`hpo.baseline_rows`: composition-linear energies, zero forces and stress);
 * ``report/objective.png``: objective per trial in finishing order, failures marked, best-so-far;
 * ``report/gantt.png``: slots over time, one bar per trial attempt, coloured by status.
+
+The report's parts live in their own modules: the cost model's error and figure
+(:mod:`hpo.report_costs`), the trials' figures (:mod:`hpo.report_plots`), the slot usage
+(:mod:`hpo.gantt`), the Pareto front (:mod:`hpo.report_pareto`) and the page (:mod:`hpo.report_html`).
+This module gathers the summary (:func:`summarize`, :func:`format_summary`) and writes the report
+(:func:`write_report`, :func:`watch_report`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections import Counter
@@ -26,10 +31,12 @@ from hpo.baseline_rows import ReportBaselines, baseline_rows, format_baselines, 
 from hpo.campaign_dir import CampaignDir
 from hpo.campaign_reader import read_campaign_dir
 from hpo.failures import failure_counts, failure_text, failures_heading, status_words
-from hpo.figure_style import STATUS_COLOURS, pyplot
+from hpo.figure_style import pyplot
 from hpo.gantt import plot_gantt
 from hpo.head_columns import HeadColumn, head_columns, read_dataset_shape
-from hpo.pareto import format_pareto, pareto_front, plot_pareto
+from hpo.report_costs import CostPredictionError, attempt_slots, format_prediction_error, plot_cost, prediction_error
+from hpo.report_pareto import format_pareto, pareto_front, plot_pareto
+from hpo.report_plots import plot_curves, plot_importance, plot_objective, plot_parallel
 from hpo.space import SearchSpace
 from hpo.state import AttemptRecord, CampaignState, TrialRecord
 from hpo.status import PendingStatus, Status, TrialStatus
@@ -37,15 +44,12 @@ from hpo.time_budget import budget_moment, cut_short_note, overrun_note, still_i
 
 __all__ = [
     "ReportFigures",
-    "CostPredictionError",
     "ReportFiles",
+    "cut_short",
     "format_summary",
     "load_state",
-    "plot_gantt",
-    "plot_objective",
-    "prediction_error",
-    "plot_curves",
     "summarize",
+    "watch_report",
     "write_report",
 ]
 
@@ -66,102 +70,6 @@ def load_state(campaign_dir: str | os.PathLike) -> CampaignState:
 
 
 # -- summary ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CostPredictionError:
-    """The cost model's own error: ``|log(predicted / actual)|`` slot-seconds over the completed trial
-    attempts whose start journaled a prediction (``trial_started.predicted_slot_s``); ``recorded``
-    counts every attempt with a prediction (0: a journal written before predictions were kept)."""
-
-    count: int
-    median: float | None
-    p90: float | None
-    recorded: int = 0
-    per_attempt: "ErrorFigures | None" = None  # start-up + the epochs it trained, every ended attempt
-    later_attempts: "ErrorFigures | None" = None  # the same, trials from LATER_TRIAL on
-    per_epoch: "ErrorFigures | None" = None  # each reported epoch against the per-epoch prediction
-
-
-LATER_TRIAL = 10  # trial ids from here on: predicted after the model learnt from the first ten
-
-
-@dataclass(frozen=True)
-class ErrorFigures:
-    """``|log(predicted / actual)|`` over ``count`` items: median and p90."""
-
-    count: int
-    median: float
-    p90: float
-
-    @classmethod
-    def of(cls, errors: list[float]) -> "ErrorFigures | None":
-        if not errors:
-            return None
-        errors = sorted(errors)
-        return cls(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9))
-
-
-@dataclass(frozen=True)
-class AttemptCost:
-    """One ended attempt's predicted and actual wall time (start-up + the epochs it trained) and its
-    epochs' predicted and measured seconds."""
-
-    trial_id: int
-    predicted_s: float
-    actual_s: float
-    epoch_pairs: tuple[tuple[float, float], ...]  # (predicted, measured) seconds per reported epoch
-
-
-def attempt_costs(state: CampaignState) -> list[AttemptCost]:
-    """Every ended attempt (not failed) whose start journaled the per-epoch prediction and that
-    trained at least one epoch: predicted = start-up + epochs trained x predicted epoch seconds."""
-    out = []
-    for record in state.trials.values():
-        for attempt in record.attempts.values():
-            epoch_s, startup_s, result = attempt.predicted_epoch_s, attempt.predicted_startup_s, attempt.result
-            if (epoch_s is None or startup_s is None or result is None or not attempt.ended
-                    or attempt.status == TrialStatus.FAILED or result.epochs < 1 or not result.wall_time_s > 0
-                    or not epoch_s > 0):
-                continue
-            pairs = tuple((epoch_s, r.epoch_s) for r in attempt.reports if r.epoch_s is not None and r.epoch_s > 0)
-            out.append(AttemptCost(record.trial_id, startup_s + result.epochs * epoch_s, result.wall_time_s, pairs))
-    return out
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def prediction_error(state: CampaignState) -> CostPredictionError:
-    """Median and p90 of ``|log(predicted / actual)|`` with actual = slots x the result's wall time."""
-    errors: list[float] = []
-    recorded = 0
-    for record in state.trials.values():
-        for attempt in record.attempts.values():
-            predicted = attempt.predicted_slot_s
-            if predicted is None:
-                continue
-            recorded += 1
-            wall = attempt.result.wall_time_s if attempt.result is not None else 0.0
-            if attempt.status != TrialStatus.COMPLETED or not predicted > 0 or not wall > 0:
-                continue
-            errors.append(abs(math.log(predicted / (_attempt_slots(attempt) * wall))))
-    costs = attempt_costs(state)
-    log_error = lambda pair: abs(math.log(pair[0] / pair[1]))  # noqa: E731
-    detail = dict(
-        per_attempt=ErrorFigures.of([log_error((c.predicted_s, c.actual_s)) for c in costs]),
-        later_attempts=ErrorFigures.of([log_error((c.predicted_s, c.actual_s)) for c in costs
-                                        if c.trial_id >= LATER_TRIAL]),
-        per_epoch=ErrorFigures.of([log_error(pair) for c in costs for pair in c.epoch_pairs]))
-    if not errors:
-        return CostPredictionError(0, None, None, recorded, **detail)
-    errors.sort()
-    return CostPredictionError(len(errors), _quantile(errors, 0.5), _quantile(errors, 0.9), recorded, **detail)
-
-
 @dataclass
 class ReportFigures:
     """The figures of the report."""
@@ -195,10 +103,6 @@ def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
     return state.last_time
 
 
-def _attempt_slots(attempt: AttemptRecord) -> int:
-    return max(len(attempt.slots), attempt.size, 1)
-
-
 def _short_names(keys: list[str]) -> dict[str, str]:
     """Shortest distinct dotted suffix of each key (``...Architecture.hidden_dim`` -> ``hidden_dim``)."""
     out = {}
@@ -220,7 +124,7 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         for attempt in record.attempts.values():
             end = _attempt_end(attempt, state)
             if attempt.start is not None and end is not None:
-                busy += max(0.0, end - attempt.start) * _attempt_slots(attempt)
+                busy += max(0.0, end - attempt.start) * attempt_slots(attempt)
             slot_ids.update(attempt.slots)
     num_slots = max((s[2] for s in state.segments), default=0) or len(slot_ids)
     capacity = sum(max(0.0, end - start) * (n or num_slots) for start, end, n in state.segments)
@@ -286,56 +190,36 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _format_prediction_error(err: CostPredictionError) -> str:
-    if err.recorded == 0:
-        return "cost model: no predictions recorded"
-    if err.per_attempt is not None:
-        a = err.per_attempt
-        text = (f"cost model error |log(predicted/actual)| of start-up + the epochs trained, predicted at each "
-                f"start: median {a.median:.4f}, p90 {a.p90:.4f} over {a.count} attempts")
-        if err.later_attempts is not None:
-            text += f" (trials {LATER_TRIAL + 1}+: median {err.later_attempts.median:.4f} over {err.later_attempts.count})"
-        if err.per_epoch is not None:
-            text += f"; per epoch: median {err.per_epoch.median:.4f}, p90 {err.per_epoch.p90:.4f} over {err.per_epoch.count}"
-        return text
-    if err.count == 0:
-        return f"cost model: {err.recorded} predictions recorded, no completed trial yet"
-    return (f"cost model error |log(predicted/actual)| slot-seconds over {err.count} completed trials: "
-            f"median {err.median:.4f}, p90 {err.p90:.4f}")
-
-
-def plot_cost(state: CampaignState, path: str | os.PathLike) -> bool:
-    """The cost model against the clock: predicted vs actual wall time of each ended attempt
-    (start-up + the epochs it trained) and predicted vs measured seconds of each epoch, log-log
-    with the parity line and factor-2 band; False (nothing written) without per-epoch predictions."""
-    costs = attempt_costs(state)
-    if not costs:
-        return False
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4), dpi=110)
-    panels = ((axes[0], [(c.predicted_s, c.actual_s) for c in costs], "attempt wall time"),
-              (axes[1], [pair for c in costs for pair in c.epoch_pairs], "epoch"))
-    for ax, pairs, what in panels:
-        if not pairs:
-            ax.set_axis_off()
-            continue
-        pred, actual = zip(*pairs)
-        lo, hi = min(*pred, *actual) / 1.5, max(*pred, *actual) * 1.5
-        ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", label="within 2x")
-        ax.plot([lo, hi], [lo, hi], color="0.4", lw=1)
-        ax.scatter(pred, actual, s=12, alpha=0.7)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-        ax.set_xlabel(f"predicted {what} (s)")
-        ax.set_ylabel(f"actual {what} (s)")
-        ax.set_title(f"{len(pairs)} {what}s", fontsize=9)
-        ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+def _top_table(summary: ReportFigures) -> list[str]:
+    """The top trials as a text table (rank, trial, objective, the searched parameters, each head's
+    validation MAE, slots, wall time), the MAE units, and the baselines under it."""
+    lines: list[str] = []
+    names = [summary.short_names.get(k, k) for k in summary.param_keys]
+    columns = summary.head_columns if summary.head_columns is not None else head_columns(summary.top, None)
+    header = ["rank", "trial", "objective", *names, *[f"{c.head} MAE" for c in columns], "slots", "wall_s"]
+    rows = []
+    for rank, record in enumerate(summary.top, start=1):
+        result = record.result
+        last = record.last_attempt
+        rows.append(
+            [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
+            + [_cell(record.params.get(k, "")) for k in summary.param_keys]
+            + [_cell(value) if (value := c.value(record)) is not None else "-" for c in columns]
+            + [str(attempt_slots(last)) if last else "", _cell(result.wall_time_s if result is not None else "")]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines.append("")
+    lines.append(f"top {len(rows)} trials:")
+    lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    lines.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
+    units = {c.head: c.unit for c in columns if c.unit}
+    if units:
+        lines.append("MAE: validation split, in each head's unit (" + ", ".join(
+            f"{h} {u}" for h, u in units.items()) + ")")
+    if summary.baselines is not None:
+        lines.append(format_baselines(baseline_rows(columns, summary.baselines.baselines, summary.top),
+                                      summary.baselines))
+    return lines
 
 
 def format_summary(summary: ReportFigures) -> str:
@@ -360,7 +244,7 @@ def format_summary(summary: ReportFigures) -> str:
         lines.append(summary.time_note)
     if summary.cut_short:
         lines.append(summary.cut_short)
-    lines.append(_format_prediction_error(summary.cost_model_error))
+    lines.append(format_prediction_error(summary.cost_model_error))
     if summary.stopped:
         where = ", ".join(f"{t} @ {e}" for t, e in summary.stopped)
         lines.append(f"stopped early ({len(summary.stopped)} trials, trial @ epochs trained): {where}")
@@ -375,176 +259,8 @@ def format_summary(summary: ReportFigures) -> str:
         if rest > 0:
             lines.append(f"  {rest:>5} x (other reasons)")
     if summary.top:
-        names = [summary.short_names.get(k, k) for k in summary.param_keys]
-        columns = summary.head_columns if summary.head_columns is not None else head_columns(summary.top, None)
-        header = ["rank", "trial", "objective", *names, *[f"{c.head} MAE" for c in columns], "slots", "wall_s"]
-        rows = []
-        for rank, record in enumerate(summary.top, start=1):
-            result = record.result
-            last = record.last_attempt
-            rows.append(
-                [str(rank), str(record.trial_id), f"{record.objective:.6g}"]
-                + [_cell(record.params.get(k, "")) for k in summary.param_keys]
-                + [_cell(value) if (value := c.value(record)) is not None else "-" for c in columns]
-                + [str(_attempt_slots(last)) if last else "", _cell(result.wall_time_s if result is not None else "")]
-            )
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-        lines.append("")
-        lines.append(f"top {len(rows)} trials:")
-        lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        lines.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
-        units = {c.head: c.unit for c in columns if c.unit}
-        if units:
-            lines.append("MAE: validation split, in each head's unit (" + ", ".join(
-                f"{h} {u}" for h, u in units.items()) + ")")
-        if summary.baselines is not None:
-            lines.append(format_baselines(baseline_rows(columns, summary.baselines.baselines, summary.top),
-                                          summary.baselines))
+        lines.extend(_top_table(summary))
     return "\n".join(lines)
-
-
-# -- plots --------------------------------------------------------------------------------------
-_pyplot = pyplot
-
-
-def plot_objective(state: CampaignState, path: str | os.PathLike) -> None:
-    """Objective of each finished trial in finishing order, one colour per final status (completed,
-    timeout, stopped early, diverged ...), trials without an objective as crosses on top, and the
-    best-so-far line."""
-    plt = _pyplot()
-    finished = sorted(
-        state.finished, key=lambda r: (r.last_attempt.end if r.last_attempt and r.last_attempt.end is not None else math.inf, r.trial_id)
-    )
-    by_status: dict[str, tuple[list[int], list[float]]] = {}
-    fail_x: dict[str, list[int]] = {}
-    best_x, best_y = [], []
-    best = math.inf
-    for i, record in enumerate(finished, start=1):
-        if record.objective is None:
-            fail_x.setdefault(record.status, []).append(i)
-        else:
-            xs, ys = by_status.setdefault(record.status, ([], []))
-            xs.append(i)
-            ys.append(record.objective)
-            best = min(best, record.objective)
-        if best < math.inf:
-            best_x.append(i)
-            best_y.append(best)
-    values = [y for _, ys in by_status.values() for y in ys]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    for status, (xs, ys) in sorted(by_status.items()):
-        ax.scatter(xs, ys, s=18, color=STATUS_COLOURS[status], label=f"{status} ({len(xs)})",
-                   zorder=3)
-    ax.step(best_x, best_y, where="post", color="black", linewidth=1.5, label="best so far", zorder=4)
-    if values and min(values) > 0 and max(values) / min(values) > 100:
-        ax.set_yscale("log")
-    top = max(values) if values else 1.0
-    for status, xs in sorted(fail_x.items()):
-        ax.scatter(xs, [top] * len(xs), marker="x", color=STATUS_COLOURS[status],
-                   label=f"{status}, no objective ({len(xs)})", zorder=3, clip_on=False)
-    ax.set_xlabel("trials in finishing order")
-    ax.set_ylabel(_plain(f"objective ({state.objective_name}, lower is better)"))
-    title = "objective per trial"
-    if state.best_trial is not None:
-        title += f" - best: trial {state.best_trial.trial_id} = {state.best_objective:.4g}"
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def _plain(text: str) -> str:
-    """``text`` for a matplotlib label, drawn as it is: a ``$`` would start mathtext."""
-    return text.replace("$", r"\$")
-
-
-def _axis_position(values: list[Any]) -> tuple[list[float], list[float], list[str]]:
-    """Values of one parameter on a [0, 1] axis (numbers linearly, or by decades when they span
-    more than 100x; anything else by its sorted distinct values), with tick positions and labels."""
-    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if len(numbers) == len(values) and numbers:
-        lo, hi = min(numbers), max(numbers)
-        scale = math.log10 if lo > 0 and hi / lo > 100 else (lambda v: v)
-        a, b = scale(lo), scale(hi)
-        span = (b - a) or 1.0
-        return [(scale(v) - a) / span for v in numbers], [0.0, 1.0], [f"{lo:.3g}", f"{hi:.3g}"]
-    levels = sorted({str(v) for v in values})
-    where = {v: i / max(len(levels) - 1, 1) for i, v in enumerate(levels)}
-    return [where[str(v)] for v in values], list(where.values()), levels
-
-
-def plot_parallel(state: CampaignState, path: str | os.PathLike, short: dict[str, str]) -> bool:
-    """Parallel coordinates of the searched parameters and the objective, one line per trial with
-    an objective, coloured by it (best on top); False (nothing written) without such trials."""
-    plt = _pyplot()
-    records = sorted((r for r in state.trials.values() if r.objective is not None), key=lambda r: -r.objective)
-    keys = [k for k in state.param_keys if all(k in r.params for r in records)]
-    if not records or not keys:
-        return False
-    columns = [_axis_position([r.params[k] for r in records]) for k in keys]
-    columns.append(_axis_position([r.objective for r in records]))
-    names = [short.get(k, k) for k in keys] + ["objective"]
-    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 4.5), dpi=100)
-    colours = plt.get_cmap("viridis_r")(columns[-1][0])
-    from matplotlib.collections import LineCollection
-
-    lines = [list(zip(range(len(names)), [col[0][i] for col in columns])) for i in range(len(records))]
-    ax.add_collection(LineCollection(lines, colors=colours, linewidths=0.8 if len(records) > 300 else 1.4,
-                                     alpha=0.35 if len(records) > 300 else 0.8))
-    for x, (_, ticks, labels) in enumerate(columns):
-        ax.axvline(x, color="black", linewidth=0.8)
-        shown = range(0, len(ticks), max(1, len(ticks) // 8))
-        for i in shown:
-            ax.text(x + 0.03, ticks[i], _plain(labels[i]), fontsize=7, va="center")
-    ax.set_xticks(range(len(names)), [_plain(n) for n in names], rotation=15, fontsize=8)
-    ax.set_yticks([])
-    ax.set_xlim(-0.2, len(names) - 0.6)
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title(f"parallel coordinates: {len(records)} trials with an objective (yellow = best)")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
-
-
-#: learning-curve values beyond this magnitude are not drawn (a diverging trial may report 1e308)
-CURVE_LIMIT = 1e100
-
-
-def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
-    """The learning curves the trials reported (validation objective per epoch), a stopped trial's
-    ending in a cross, the best trial's bold; False (nothing written) when no trial reported any."""
-    curves = [(r, r.last_attempt.curve) for r in state.trials.values() if r.last_attempt and r.last_attempt.curve]
-    if not curves:
-        return False
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    best = min((r for r, _ in curves if r.objective is not None), key=lambda r: r.objective, default=None)
-    for record, curve in curves:
-        points = [(e, v) for e, v in curve if v is not None and abs(v) <= CURVE_LIMIT]
-        if not points:
-            continue
-        epochs, values = zip(*points)
-        is_best = record is best
-        ax.plot(epochs, values, lw=2.2 if is_best else 0.8, alpha=1.0 if is_best else 0.55,
-                color=STATUS_COLOURS[record.status],
-                label=f"best: trial {record.trial_id}" if is_best else None)
-        if record.status == TrialStatus.STOPPED:
-            ax.plot(epochs[-1], values[-1], "x", color="#d62728", ms=5)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(_plain(f"validation {state.objective_name}"))
-    ax.set_yscale("log" if all(v > 0 for _, c in curves for _, v in c if v is not None and abs(v) <= CURVE_LIMIT)
-                  else "linear")
-    stopped = sum(r.status == TrialStatus.STOPPED for r, _ in curves)
-    ax.set_title(f"learning curves of {len(curves)} trials ({stopped} stopped early: x)")
-    if best is not None:
-        ax.legend(loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
 
 
 @dataclass
@@ -563,27 +279,6 @@ class ReportFiles:
     baselines: ReportBaselines | None = None  # read once per report (watch_report: once)
     finished_reason: str | None = None  # the campaign's campaign_finished reason (None: running or crashed)
     figure_errors: dict[str, str] = field(default_factory=dict)  # figure -> why it was not drawn
-
-
-def plot_importance(found: list[Any], path: str | os.PathLike, short: dict[str, str]) -> None:
-    """One panel per target: each parameter's importance with its 10-90% range over half-samples."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(found), figsize=(4.2 * len(found), 0.5 + 0.45 * len(found[0].params)),
-                             squeeze=False)
-    for ax, target in zip(axes[0], found):
-        params = list(reversed(target.params))
-        y = range(len(params))
-        ax.barh(y, [p.importance for p in params], color="tab:blue", alpha=0.7)
-        ax.errorbar([p.importance for p in params], y, fmt="none", ecolor="black", capsize=3,
-                    xerr=[[max(0.0, p.importance - p.low) for p in params],
-                          [max(0.0, p.high - p.importance) for p in params]])
-        ax.set_yticks(list(y), [_plain(short.get(p.key, p.key)) for p in params])
-        ax.set_xlim(0, 1)
-        ax.set_title(_plain(f"{target.target} ({target.num_trials} trials)"), fontsize=9)
-        ax.set_xlabel("PED-ANOVA importance (10-90% over halves)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_report(campaign_dir: str | os.PathLike, top: int = 10,
@@ -657,7 +352,7 @@ def _draw(errors: dict[str, str], name: str, path: Path, draw: Callable[[Path], 
         drawn = draw(path)
     except Exception as exc:  # noqa: BLE001 - any figure may meet data matplotlib cannot draw
         errors[name] = _one_line(exc)
-        _pyplot().close("all")
+        pyplot().close("all")
         try:
             path.unlink(missing_ok=True)  # not a stale figure of an earlier report
         except OSError:

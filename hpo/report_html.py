@@ -5,7 +5,8 @@ styles and the few lines of script are inline. Sections: the summary (counts, be
 utilisation, the cost model's error), the top trials (a table whose columns sort on click), the
 search trajectory, parallel coordinates and slot usage (Gantt), the learning curves (trials stopped early marked), the
 hyperparameter importances (figure and table), failures grouped by reason, and, when an ensemble
-directory is given, its members, parity plots (MAE and R² printed) and calibration curves.
+directory is given, its members (as its manifest lists them:
+:mod:`hydragnn_ensemble.manifest_members`), parity plots (MAE and R² printed) and calibration curves.
 
 Every number in a table is rounded to significant digits (:mod:`hpo.number_format`); the trials
 table has each head's validation MAE, an energy per atom in meV/atom (:mod:`hpo.head_columns`),
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -35,6 +35,7 @@ from hpo.head_columns import DatasetShape, HeadColumn, columns_note, head_column
 from hpo.importance import shortfall_note
 from hpo.number_format import DIGITS, cell_text, significant
 from hpo.state import CampaignState, TrialRecord
+from hydragnn_ensemble.manifest_members import read_manifest_members
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -179,35 +180,17 @@ def _importance_table(found: list[Any], short: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def read_ensemble_members(ensemble_dir: Path) -> list[dict[str, Any]]:
-    """The members listed in an ensemble directory's manifest.json (trial id, weight, objective);
-    ValueError naming the file when it is missing or not an ensemble manifest."""
-    manifest_path = ensemble_dir / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{ensemble_dir}: no manifest.json (not an ensemble directory)") from None
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise ValueError(f"{manifest_path}: not a readable ensemble manifest ({type(exc).__name__}: {exc})") from None
-    members = manifest.get("members") if isinstance(manifest, dict) else None
-    if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
-        raise ValueError(f"{manifest_path}: not an ensemble manifest (no list of members)")
-    return members
-
-
-def _number(value: Any, digits: int = DIGITS) -> Any:
-    """A manifest's number to ``digits`` significant digits (anything else as it is)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    return significant(float(value), digits)
+def _number(value: float | None, digits: int = DIGITS) -> str | None:
+    """A manifest's number to ``digits`` significant digits (None: the entry has none)."""
+    return None if value is None else significant(value, digits)
 
 
 def _ensemble_section(ensemble_dir: Path) -> str:
     try:
-        members = read_ensemble_members(ensemble_dir)
+        members = read_manifest_members(ensemble_dir)
     except ValueError as exc:
         return f'<p class="error">{html.escape(str(exc))}</p>'
-    rows = [[m.get("trial_id"), _number(m.get("weight")), _number(m.get("objective"), 6)] for m in members]
+    rows = [[m.trial_id, _number(m.weight), _number(m.objective, 6)] for m in members]
     parts = [f"<p>{html.escape(str(ensemble_dir))}: {len(members)} members</p>",
              _table(["trial", "weight", "objective"], rows)]
     for png in sorted((ensemble_dir / "calibration").glob("*.png")):

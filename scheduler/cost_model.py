@@ -1,16 +1,12 @@
 """Predicted cost of a HydraGNN trial: work (slot-seconds at one slot), memory per slot, and
 duration on ``n`` slots; refined online from finished trials.
 
-Analytic part: a FLOPs-like count per graph and conv layer for each ``mpnn_type``::
-
-    flops = layers x (nodes x hidden^2 x dense + edges x hidden x message + edges x hidden^2 x edge_dense)
-
-(``dense``: node MLPs, ``message``: per-edge messages, ``edge_dense``: per-edge MLPs/filters, see
-:data:`MPNN_COSTS`), plus the per-graph heads; one graph's training time on one CPU thread is
-:class:`TypeRates`: seconds per FLOP x FLOPs + fixed seconds per batch (and per batch and layer) /
-batch size, per type as the current trainer measured them (``scheduler/cost_anchors.json``,
-written by ``bench/cost_anchors.py --write``: re-run it when the trainer or a layer changes).
-``device_speedup`` converts to the target slot (e.g. one GCD).
+Analytic part: a FLOPs-like count per graph and conv layer for each ``mpnn_type``
+(:mod:`scheduler.flop_model`); one graph's training time on one CPU thread is the measured
+:class:`scheduler.cost_anchors.TypeRates` of its type (seconds per FLOP x FLOPs + fixed seconds per
+batch and per batch and layer / batch size, ``scheduler/cost_anchors.json``), on the dataset's
+:class:`scheduler.dataset_stats.DatasetStats`. ``device_speedup`` converts to the target slot (e.g.
+one GCD).
 
 A trial's wall time on ``n`` slots is three terms::
 
@@ -32,90 +28,23 @@ reports no epochs teaches the model its whole wall time when it ends (:meth:`Cos
 :meth:`CostModel.prediction_error` reports the median and p90 of ``|log(pred / actual)|`` where each
 prediction was made before that trial was learnt from.
 
-Data-parallel efficiency: :class:`ParallelEfficiency` is an assumed Amdahl model (the simulator's
-truth); :class:`LearntEfficiency` (the MPI runtime's) assumes no speed-up from more slots until
-attempts that ran on more than one slot have measured it.
+Data-parallel efficiency ``e(n)``: :mod:`scheduler.efficiency`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Hashable, Mapping, Protocol
+from typing import Any, Hashable, Mapping
 
 import numpy as np
 from hydragnn_ensemble.config import ConfigError, get_by_dotted_key
+from scheduler.cost_anchors import CostAnchors, load_anchors
 from scheduler.data_cost import DataCost
+from scheduler.dataset_stats import DatasetStats
+from scheduler.efficiency import Efficiency, ParallelEfficiency
+from scheduler.flop_model import MPNN_COSTS, graph_flops
 from scheduler.robust_ridge import RobustRidge
-
-# (dense, message, edge_dense): relative cost per conv layer of node MLPs, messages, per-edge MLPs
-MPNN_COSTS: dict[str, tuple[float, float, float]] = {
-    "GIN": (2.0, 1.0, 0.0),
-    "SchNet": (2.0, 1.0, 1.0),
-    "EGNN": (2.0, 1.0, 2.0),
-    "PNA": (4.0, 4.0, 1.0),
-    "PaiNN": (6.0, 6.0, 0.0),
-    "GAT": (2.0, 2.0, 0.0),
-    "CGCNN": (2.0, 2.0, 1.0),
-}
-ANCHORS_FILE = Path(__file__).with_name("cost_anchors.json")
-
-
-@dataclass(frozen=True)
-class TypeRates:
-    """One mpnn_type's training time per graph on one CPU thread::
-
-        seconds_per_flop x graph FLOPs + (batch_s + layer_s x conv layers) / batch size
-
-    (the fixed per-batch costs: loader, optimizer step, kernel launches per layer)."""
-
-    seconds_per_flop: float
-    batch_s: float = 0.0
-    layer_s: float = 0.0
-
-    def seconds_per_graph(self, mpnn_type: str, hidden: int, layers: int, batch_size: int, heads: int,
-                          stats: "DatasetStats") -> float:
-        flops = CostModel.graph_flops(mpnn_type, hidden, layers, heads, stats.mean_nodes, stats.mean_edges)
-        return self.seconds_per_flop * flops + (self.batch_s + self.layer_s * layers) / batch_size
-
-
-@dataclass(frozen=True)
-class CostAnchors:
-    """What the trainer measured (``bench/cost_anchors.py``): :class:`TypeRates` per mpnn_type and
-    a whole epoch over its training pass."""
-
-    rates: dict[str, TypeRates]
-    epoch_over_train: float
-    source: str
-    #: per mpnn_type, a potential-mode trial's training time (energy, forces = -dE/dpos, stress,
-    #: and their second derivatives in the loss) over the same heads predicted directly; a type
-    #: not measured (it cannot be a potential) costs the same either way
-    potential_factor: dict[str, float] = field(default_factory=dict)
-
-    def potential_factor_of(self, mpnn_type: str) -> float:
-        return self.potential_factor.get(mpnn_type, 1.0)
-
-
-def load_anchors(path: Path = ANCHORS_FILE) -> CostAnchors:
-    """The measured anchors; :class:`ValueError` naming the file when it lacks a type or a figure."""
-    record = json.loads(path.read_text())
-    rates = {str(t): TypeRates(float(r["seconds_per_gflop"]) * 1e-9, float(r["batch_s"]), float(r["layer_s"]))
-             for t, r in record["rates"].items()}
-    missing = sorted(set(MPNN_COSTS) - set(rates))
-    if missing or not all(r.seconds_per_flop > 0 and r.batch_s >= 0 and r.layer_s >= 0 for r in rates.values()) \
-            or not float(record["epoch_over_train"]) >= 1:
-        raise ValueError(f"{path}: needs rates (seconds_per_gflop > 0, batch_s and layer_s >= 0) for "
-                         f"{sorted(MPNN_COSTS)} (missing {missing}) and epoch_over_train >= 1; "
-                         f"re-run bench/cost_anchors.py --write")
-    factors = {str(t): float(v) for t, v in record.get("potential_factor", {}).items()}
-    if not all(math.isfinite(v) and v >= 1 for v in factors.values()):
-        raise ValueError(f"{path}: potential_factor must be finite and >= 1 per type, got {factors}; "
-                         f"re-run bench/cost_anchors.py --write")
-    return CostAnchors(rates, float(record["epoch_over_train"]),
-                       f"{record.get('measured_by', '?')} on {record.get('date', '?')}", factors)
-
 
 #: the learnt correction of the measured anchors stays within a millionfold either way, so a
 #: prediction stays finite whatever all trials reported (each row is clipped, the median is not)
@@ -127,36 +56,6 @@ BASE_MEMORY_GB = 0.5  # runtime, framework and CUDA/HIP context per process
 
 class CostModelError(ValueError):
     """A trial configuration the cost model cannot read (names the key and value)."""
-
-
-@dataclass(frozen=True)
-class DatasetStats:
-    """What the cost of a trial depends on in its dataset."""
-
-    num_graphs: int
-    mean_nodes: float
-    mean_edges: float
-    bytes_per_graph: float = 0.0  # as stored (what a streamed epoch reads per graph)
-
-    def __post_init__(self) -> None:
-        if self.num_graphs < 1 or self.mean_nodes <= 0 or self.mean_edges < 0:
-            raise ValueError(f"dataset statistics must be positive, got {self}")
-
-    @classmethod
-    def from_store(cls, path: str) -> "DatasetStats":
-        """From a dataset's facts (:mod:`graph_builders.store.facts`, O(1) however large it is):
-        training-set size, mean node and edge counts and stored bytes per graph."""
-        from pathlib import Path
-
-        if not Path(path).is_dir():  # ADIOS2 BP4/BP5 stores are directories; spare the torch import
-            raise ValueError(f"{path}: not an ADIOS2 graph store (no such directory)")
-        from graph_builders.store import dataset_facts, open_dataset
-
-        with open_dataset(path) as store:
-            train = dataset_facts(store).splits.get("trainset")
-        if train is None or train.ndata < 1:
-            raise ValueError(f"{path}: empty trainset")
-        return cls(train.ndata, train.nodes / train.ndata, train.edges / train.ndata, train.nbytes / train.ndata)
 
 
 def _cost_model_name(mpnn_type: str) -> str:
@@ -220,65 +119,6 @@ class TrialFeatures:
             if isinstance(exc, CostModelError):
                 raise
             raise CostModelError(f"NeuralNetwork config: {exc}") from None
-
-
-class Efficiency(Protocol):
-    """Data-parallel efficiency ``e(n)``: ``n`` slots train ``n e(n)`` times as fast as one."""
-
-    def __call__(self, slots: int) -> float:
-        """e(slots), in (0, 1]."""
-
-    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
-        """An attempt (``key``; a later call replaces it) ran on ``slots`` slots ``speedup`` times
-        as fast as the model's one-slot prediction."""
-
-
-@dataclass(frozen=True)
-class ParallelEfficiency:
-    """Amdahl-like data-parallel efficiency ``e(n) = 1 / (1 + alpha (n - 1))``, with a larger
-    ``alpha_inter`` once a trial spans nodes: an assumed model (it learns nothing; the simulator's
-    truth)."""
-
-    alpha: float = 0.002
-    alpha_inter: float = 0.00005
-    slots_per_node: int = 8
-
-    def __call__(self, slots: int) -> float:
-        if slots <= self.slots_per_node:
-            return 1.0 / (1.0 + self.alpha * (slots - 1))
-        intra = self.alpha * (self.slots_per_node - 1)
-        return 1.0 / (1.0 + intra + self.alpha_inter * (slots - self.slots_per_node) + self.alpha)
-
-    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
-        return None
-
-
-@dataclass
-class LearntEfficiency:
-    """``e(n) = 1 / (1 + alpha (n - 1))`` with ``alpha`` the median of what attempts on more than
-    one slot measured (``alpha = (n / speedup - 1) / (n - 1)``, at least 0); until ``min_attempts``
-    such attempts have, ``e(n) = 1 / n``: no speed-up, so the sizer widens a trial only where its
-    memory needs it."""
-
-    min_attempts: int = 2
-    _alphas: dict[Hashable, float] = field(default_factory=dict, repr=False)
-
-    @property
-    def alpha(self) -> float | None:
-        """The learnt alpha (None: not measured yet)."""
-        if len(self._alphas) < self.min_attempts:
-            return None
-        return float(np.median(list(self._alphas.values())))
-
-    def __call__(self, slots: int) -> float:
-        alpha = self.alpha
-        if slots <= 1:
-            return 1.0
-        return 1.0 / slots if alpha is None else 1.0 / (1.0 + alpha * (slots - 1))
-
-    def learn(self, key: Hashable, slots: int, speedup: float) -> None:
-        if slots > 1 and speedup > 0 and math.isfinite(speedup):  # alpha 1: no speed-up at all
-            self._alphas[key] = min(1.0, max(0.0, (slots / speedup - 1.0) / (slots - 1)))
 
 
 @dataclass(frozen=True)
@@ -346,18 +186,6 @@ class CostModel:
         self._one_slot = RobustRidge(2 + len(self._TYPES), self.ridge)
 
     # -- analytic --------------------------------------------------------------------------------
-    @staticmethod
-    def layer_flops(mpnn_type: str, hidden: int, nodes: float, edges: float) -> float:
-        """FLOPs-like cost of one conv layer on one graph."""
-        dense, message, edge_dense = MPNN_COSTS[mpnn_type]
-        h = float(hidden)
-        return nodes * h * h * dense + edges * h * message + edges * h * h * edge_dense
-
-    @classmethod
-    def graph_flops(cls, mpnn_type: str, hidden: int, layers: int, heads: int, nodes: float, edges: float) -> float:
-        """FLOPs-like cost of one graph: its conv layers and per-graph MLP heads."""
-        return layers * cls.layer_flops(mpnn_type, hidden, nodes, edges) + heads * 2.0 * hidden * hidden
-
     def seconds_per_graph_cpu(self, f: TrialFeatures) -> float:
         """Training time per graph on one CPU thread, at the rates the trainer measured (a
         potential's with its measured factor)."""
@@ -379,7 +207,7 @@ class CostModel:
         """The busy share in (0, 1) of one GPU that the trial alone keeps (:class:`GpuBusy`); the
         host reading a step's graphs (:mod:`scheduler.data_cost`) is time the GPU idles too."""
         rate, busy = self.anchors.rates[f.mpnn_type], self.gpu_busy
-        flops = self.graph_flops(f.mpnn_type, f.hidden_dim, f.num_conv_layers, f.heads, self.stats.mean_nodes,
+        flops = graph_flops(f.mpnn_type, f.hidden_dim, f.num_conv_layers, f.heads, self.stats.mean_nodes,
                                  self.stats.mean_edges)
         compute = rate.seconds_per_flop * flops * f.batch_size / busy.compute_speedup
         reading = self.data.epoch_s(f.batch_size, self.stats.bytes_per_graph)

@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from scheduler.cost_model import CostModel, CostModelError, DatasetStats, EpochTimes, TrialFeatures
+from scheduler.cost_model import CostModel, CostModelError, EpochTimes, TrialFeatures
+from scheduler.dataset_stats import DatasetStats
 from scheduler.placement.base import TrialRequest
 from scheduler.sharing import Packing, ShareDemand
 
@@ -253,7 +254,8 @@ def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_
     quarter of the trial time limit, device memory per slot (GPU: 64 GB, one MI250X GCD; CPU: this host's memory / slots per
     node). ``work_fraction``: a stopper's expected share of a trial's epochs (early discarding).
     ``packing``: with GPU sharing, which small trials stay at one GPU to share it (:class:`Sizer`)."""
-    from scheduler.cost_model import STARTUP_PRIOR_S, LearntEfficiency
+    from scheduler.cost_model import STARTUP_PRIOR_S
+    from scheduler.efficiency import LearntEfficiency
     from scheduler.data_cost import load_data_cost
 
     notice = None

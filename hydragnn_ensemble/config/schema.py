@@ -36,6 +36,8 @@ LOSS_FUNCTIONS: tuple[str, ...] = ("mse", "mae", "rmse", "GaussianNLLLoss")
 OPTIMIZERS: tuple[str, ...] = ("AdamW", "Adam", "SGD", "RMSprop")
 LR_SCHEDULES: tuple[str, ...] = ("plateau", "cosine", "none")
 POOLINGS: tuple[str, ...] = ("mean", "add", "sum", "max")
+#: Radial basis functions per edge when the config sets neither ``num_gaussians`` nor ``num_radial``.
+DEFAULT_NUM_GAUSSIANS = 50
 
 #: Dotted keys that are our additions (not HydraGNN keys); HydraGNN ignores them.
 EXTENSION_KEYS: tuple[str, ...] = (
@@ -240,6 +242,12 @@ class ArchitectureSection(_Section):
     num_nodes: int | None = None
     edge_dim: int | None = None
 
+    @property
+    def radial_size(self) -> int:
+        """Radial basis functions per edge the layers are built with: ``num_gaussians``, else
+        ``num_radial`` (HydraGNN's PaiNN name for it), else :data:`DEFAULT_NUM_GAUSSIANS`."""
+        return int(self.num_gaussians or self.num_radial or DEFAULT_NUM_GAUSSIANS)
+
     @field_validator("mpnn_type")
     @classmethod
     def _mpnn(cls, v: str) -> str:
@@ -351,6 +359,12 @@ class VariablesOfInterest(_Section):
         if any(c < 0 for c in self.input_node_features):
             raise ValueError(f"input_node_features must be >= 0 (got {self.input_node_features})")
         return self
+
+    @property
+    def input_width(self) -> int:
+        """Columns of ``x`` the model reads (``len(input_node_features)``): the width of its input,
+        which HydraGNN's CGCNN keeps as its hidden width."""
+        return len(self.input_node_features)
 
     @property
     def num_heads(self) -> int:

@@ -11,7 +11,6 @@ from hydragnn_ensemble.config.schema import PNA_MPNN_TYPES, HydraConfig
 from hydragnn_ensemble.model.spec import GraphHeadSpec, ModelSpec, NodeHeadSpec
 
 DEFAULT_RADIUS = 5.0
-DEFAULT_NUM_GAUSSIANS = 50
 SOURCE = "config"
 
 
@@ -154,10 +153,10 @@ def config_to_model_spec(
         hidden_dim=arch.hidden_dim,
         num_conv_layers=arch.num_conv_layers,
         heads=predicted,
-        node_feature_dim=len(voi.input_node_features),
+        node_feature_dim=voi.input_width,
         edge_dim=int(edge_dim) if arch.edge_features else 0,
         radius=float(arch.radius if arch.radius is not None else (radius or DEFAULT_RADIUS)),
-        num_gaussians=int(arch.num_gaussians or arch.num_radial or DEFAULT_NUM_GAUSSIANS),
+        num_gaussians=arch.radial_size,
         activation=arch.activation_function,
         graph_pooling=arch.graph_pooling,
         use_atomic_numbers=use_atomic_numbers,

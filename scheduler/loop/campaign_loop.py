@@ -14,7 +14,7 @@ the stopper, if the campaign has one, may ask it to stop; placement re-estimates
 sizer learns from it and, after its 1st, 2nd, 4th, ... lesson, the waiting trials are sized again),
 :meth:`CampaignLoop.trial_ended` (retry on more slots after an out-of-memory kill, or on the same
 size up to ``retries``; outcome counts; the failure threshold; a node with ``drain_after_node_failures``
-node-level failures in a row is drained, :class:`scheduler.resources.NodeHealth`), :meth:`CampaignLoop.trial_moved` (a
+node-level failures in a row is drained, :class:`scheduler.node_health.NodeHealth`), :meth:`CampaignLoop.trial_moved` (a
 trial placement grew checkpointed at an epoch boundary and continues on more slots),
 :meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and :meth:`CampaignLoop.stop`.
 
@@ -49,8 +49,9 @@ from scheduler.loop.book import TrialBook
 from scheduler.loop.outcomes import Outcomes
 from scheduler.loop.records import AttemptEnd, ended_event, started_event
 from scheduler.loop.trials import Candidate, CandidateSource, QueuedTrial, RunningTrial, TrialSpec
+from scheduler.node_health import NodeHealth, is_node_level_failure
 from scheduler.placement.base import PlacementPolicy, RunningEstimate
-from scheduler.resources import DrainReport, NodeHealth, ResourcePool, is_node_level_failure
+from scheduler.resources import ResourcePool
 from scheduler.sharing import GpuSharing
 from scheduler.sizing import SizedTrial, TrialSizer
 

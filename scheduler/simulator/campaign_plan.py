@@ -27,9 +27,11 @@ import numpy as np
 
 from hydragnn_ensemble.result import TrialStatus
 from scheduler.budget_check import check_budgets
-from scheduler.cost_model import (STARTUP_PRIOR_S, CostModel, CostModelError, DatasetStats, EpochTimes,
-                                  ParallelEfficiency, TrialFeatures, load_anchors)
+from scheduler.cost_anchors import load_anchors
+from scheduler.cost_model import STARTUP_PRIOR_S, CostModel, CostModelError, EpochTimes, TrialFeatures
 from scheduler.data_cost import load_data_cost
+from scheduler.dataset_stats import DatasetStats
+from scheduler.efficiency import ParallelEfficiency
 from scheduler.simulator.engine import SimConfig, simulate
 from scheduler.simulator.results import SimResult
 from scheduler.simulator.search import OptimizerSource

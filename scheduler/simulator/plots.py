@@ -37,7 +37,7 @@ def plot_utilisation(result: SimResult, path: str | Path) -> None:
     plt.close(fig)
 
 
-def plot_gantt(result: SimResult, path: str | Path, max_rows: int = 128) -> None:
+def plot_sim_gantt(result: SimResult, path: str | Path, max_rows: int = 128) -> None:
     """One row per sampled node (at most ``max_rows`` evenly spaced nodes); a bar per attempt on
     that node, coloured by the trial's size (log scale), failed attempts hatched in red."""
     import matplotlib

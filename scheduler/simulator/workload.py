@@ -11,7 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.cost_model import MPNN_COSTS, CostAnchors, CostModel, DatasetStats, ParallelEfficiency, TrialFeatures, TypeRates
+from scheduler.cost_anchors import CostAnchors, TypeRates
+from scheduler.cost_model import CostModel, TrialFeatures
+from scheduler.dataset_stats import DatasetStats
+from scheduler.efficiency import ParallelEfficiency
+from scheduler.flop_model import MPNN_COSTS, graph_flops
 from scheduler.data_cost import load_data_cost
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.simulator.error_model import ErrorModel, LognormalError
@@ -144,7 +148,7 @@ def _hydragnn_anchors() -> CostAnchors:
     scatter around this workload."""
     graphs_per_s = {"GIN": 1208.0, "SchNet": 121.0, "EGNN": 86.0, "PNA": 64.0, "PaiNN": 27.0, "GAT": 300.0,
                     "CGCNN": 150.0}
-    rates = {t: TypeRates(1.0 / (g * CostModel.graph_flops(t, 64, 3, 0, 64.0, 2590.0))) for t, g in graphs_per_s.items()}
+    rates = {t: TypeRates(1.0 / (g * graph_flops(t, 64, 3, 0, 64.0, 2590.0))) for t, g in graphs_per_s.items()}
     assert set(rates) == set(MPNN_COSTS)
     return CostAnchors(rates, epoch_over_train=1.25, source="HydraGNN, ANCHORS.md")
 

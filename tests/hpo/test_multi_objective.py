@@ -12,7 +12,7 @@ from hpo.campaign import CampaignConfig
 from hpo.objective import Objectives
 from hpo.optimizers import make_optimizer
 from hpo.optuna_study import study_from_state
-from hpo.pareto import format_pareto, pareto_front, plot_pareto
+from hpo.report_pareto import format_pareto, pareto_front, plot_pareto
 from hpo.results_table import state_from_results_csv, write_results_csv
 from hpo.space import SearchSpace
 from hpo.state import CampaignState

@@ -6,8 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from scheduler.cost_model import (ANCHORS_FILE, MPNN_COSTS, CostAnchors, CostModel, CostModelError, DatasetStats,
-                                  TrialFeatures, TypeRates, load_anchors)
+from scheduler.cost_anchors import ANCHORS_FILE, CostAnchors, TypeRates, load_anchors
+from scheduler.cost_model import CostModel, CostModelError, TrialFeatures
+from scheduler.dataset_stats import DatasetStats
+from scheduler.flop_model import MPNN_COSTS, graph_flops
 from scheduler.sizing import Sizer, default_sizes
 
 STATS = DatasetStats(10_000, 30.0, 600.0)
@@ -30,7 +32,7 @@ def test_shipped_anchors_cover_every_type_and_small_models_cost_more_than_their_
     m = CostModel(STATS)
     for t in MPNN_COSTS:  # fixed per-batch costs: a tiny model is far from free
         tiny, big = TrialFeatures(t, 16, 1, 16, 10), TrialFeatures(t, 64, 3, 32, 10)
-        flops = lambda f: CostModel.graph_flops(t, f.hidden_dim, f.num_conv_layers, 1, 30.0, 600.0)  # noqa: E731
+        flops = lambda f: graph_flops(t, f.hidden_dim, f.num_conv_layers, 1, 30.0, 600.0)  # noqa: E731
         assert m.seconds_per_graph_cpu(tiny) / flops(tiny) > 2 * m.seconds_per_graph_cpu(big) / flops(big)
     assert m.predict_work(TrialFeatures("PaiNN", 512, 3, 32, 10)) > 100 * m.predict_work(TrialFeatures("GIN", 64, 3, 32, 10))
 
@@ -198,7 +200,8 @@ def test_a_later_epoch_of_the_same_attempt_replaces_its_row():
 
 
 def test_learnt_efficiency_allows_no_widening_until_measured():
-    from scheduler.cost_model import EpochTimes, LearntEfficiency
+    from scheduler.cost_model import EpochTimes
+    from scheduler.efficiency import LearntEfficiency
 
     m = CostModel(STATS, efficiency=LearntEfficiency())
     sizer = Sizer(m, [1, 2, 4], target_seconds=1.0)  # every trial "too long": widen if it pays
@@ -318,7 +321,8 @@ def test_a_node_a_hundred_times_slower_keeps_its_factor_to_itself() -> None:
 def test_evaluation_share_and_parallel_efficiency_are_clipped() -> None:
     """An epoch claiming a training pass of 1e-9 of it, or a two-slot attempt claiming a 1e9-fold
     slow-down, cannot make the evaluation share or the learnt alpha absurd."""
-    from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes, LearntEfficiency
+    from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes
+    from scheduler.efficiency import LearntEfficiency
 
     m = CostModel(STATS, efficiency=LearntEfficiency(min_attempts=1))
     f = TrialFeatures("GIN", 64, 3, 32, 10)

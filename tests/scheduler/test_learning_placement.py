@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from scheduler.cost_model import CostModel, DatasetStats, ParallelEfficiency
+from scheduler.cost_model import CostModel
+from scheduler.dataset_stats import DatasetStats
+from scheduler.efficiency import ParallelEfficiency
 from scheduler.placement.base import TrialRequest
 from scheduler.placement.fifo import FifoSkipPolicy
 from scheduler.placement.load_aware import LoadAwarePolicy

@@ -2,7 +2,8 @@
 
 import pytest
 
-from scheduler.resources import NodeHealth, ResourceError, ResourcePool, is_node_level_failure
+from scheduler.node_health import NodeHealth, is_node_level_failure
+from scheduler.resources import ResourceError, ResourcePool
 
 
 def test_best_fit_packs_partly_used_node():

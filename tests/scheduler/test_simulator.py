@@ -196,7 +196,7 @@ def test_a_malleable_trial_found_long_moves_wider_at_an_epoch_boundary():
     """The simulator's malleable study: trial 0 (predicted 10 s) shows 10 s epochs after a 5 s
     start-up; with 3 slots idle it checkpoints after its second epoch (25 s) and continues on the
     whole node, paying its start-up again: 25 + 5 + 38 x 2.5 s. Every epoch is trained once."""
-    from scheduler.cost_model import ParallelEfficiency
+    from scheduler.efficiency import ParallelEfficiency
     from scheduler.simulator import SimTrial
 
     eff = ParallelEfficiency(alpha=0.0, slots_per_node=4)

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from hpo.campaign_reader import CampaignReadError
     from hpo.journal import JournalCorruptError, JournalEventError
     from hpo.report import watch_report, write_report
-    from hpo.report_html import read_ensemble_members
+    from hydragnn_ensemble.manifest_members import read_manifest_members
 
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.campaign_dir}: not a directory")
     if args.ensemble is not None:
         try:
-            read_ensemble_members(args.ensemble)
+            read_manifest_members(args.ensemble)
         except ValueError as exc:
             raise UserError(f"--ensemble: {exc}") from None
     try:

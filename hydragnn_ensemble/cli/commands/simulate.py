@@ -189,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
           f"(/LB {s['makespan_over_lb']:.3f}), decision p99 {s['decision_latency_ms']['p99']:.3f} ms"
           + (f", {shared} attempts on shared GPUs" if shared else "") + f" -> {out}")
     if args.plot:
-        from scheduler.simulator.plots import plot_gantt, plot_utilisation
+        from scheduler.simulator.plots import plot_sim_gantt, plot_utilisation
 
         plot_utilisation(result, _plot_path(out, "_util.png"))
-        plot_gantt(result, _plot_path(out, "_gantt.png"))
+        plot_sim_gantt(result, _plot_path(out, "_gantt.png"))
     return 0
