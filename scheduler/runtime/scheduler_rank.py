@@ -38,7 +38,6 @@ crash a moment earlier (those trials are re-run).
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -52,7 +51,7 @@ from hpo.session import CampaignSession
 from hpo.stoppers import Stopper
 from hpo.time_budget import overrun_note
 from hydragnn_ensemble.config import ConfigError, epoch_budget
-from hydragnn_ensemble.result import EpochReport, HeadMetrics, TrialResult, TrialStatus
+from hydragnn_ensemble.result import HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RunDir
 from hydragnn_ensemble.untrusted_files import is_regular_file, move_aside, remove_any, write_atomic
 from scheduler.budget_check import BudgetWatch
