@@ -26,7 +26,7 @@ from hpo.journal import Journal, JournalContents, read_journal
 from hpo.journal_writer import BackgroundJournal
 from hpo.optimizers import Optimizer, make_optimizer
 from hpo.pool import CandidatePool
-from hpo.results_table import write_results_csv
+from hpo.results_table import ResultsCsv
 from hpo.state import CampaignState
 
 #: Each resume seeds the optimizer with ``seed + RESUME_SEED_STRIDE * k`` (k-th run of the campaign),
@@ -60,6 +60,7 @@ class CampaignSession:
     pool: CandidatePool
     to_restart: list[Unfinished]  # trials of earlier runs to start in this one (within max_trials)
     notices: list[str] = field(default_factory=list)
+    _results: ResultsCsv | None = field(default=None, repr=False)  # results.csv, kept as trials finish
 
     @classmethod
     def open(cls, config: CampaignConfig, cdir: CampaignDir, *, resume: bool, force_unlock: bool = False,
@@ -115,9 +116,15 @@ class CampaignSession:
         """Wait until everything recorded is fsync'ed."""
         self.journal.sync()
 
-    def write_results(self) -> None:
-        """``results.csv`` from the live state."""
-        write_results_csv(self.state, self.cdir.results_csv)
+    def write_results(self, whole: bool = False) -> None:
+        """``results.csv`` from the live state: the trials gathered since the last call appended,
+        or (``whole``) the table rewritten."""
+        if self._results is None:
+            self._results = ResultsCsv(self.cdir.results_csv)
+        if whole:
+            self._results.rewrite(self.state)
+        else:
+            self._results.update(self.state)
 
     def close(self) -> None:
         """Sync and close the journal, release the lock."""

@@ -73,6 +73,7 @@ class AttemptRecord:
     stop_obeyed: bool | None = None  # it ended by itself after the request (False: terminated)
     stop_epoch: int | None = None  # the last epoch it had reported when the stop was requested
     moved_after: int | None = None  # it checkpointed after this many epochs and continues as the next attempt
+    gathered_at: float | None = None  # when rank 0 journaled its end (``end``: when its processes ended)
 
     @property
     def ended(self) -> bool:
@@ -145,7 +146,10 @@ class CampaignState:
     #: every epoch report, ``(trial_id, epoch, objective, seconds trained)`` in journal order: what a
     #: stopper replays
     progress: list[tuple[int, int, float | None, float | None]] = field(default_factory=list)
+    #: trial ids in the order their final end was journaled (rank 0 gathered them): results.csv's rows
+    gathered: list[int] = field(default_factory=list)
     _seen_ends: set[tuple[int, int]] = field(default_factory=set, repr=False)
+    _gathered_ids: set[int] = field(default_factory=set, repr=False)
 
     # -- folding ----------------------------------------------------------------------------------
     @classmethod
@@ -247,7 +251,7 @@ class CampaignState:
         attempt = record.attempts.get(event.attempt)
         if attempt is None:  # end without a start (start event lost): keep the result
             attempt = record.attempts[event.attempt] = AttemptRecord(event.attempt)
-        attempt.end = event.time
+        attempt.end = attempt.gathered_at = event.time
         if event.started_at is not None:  # when its processes ran (agents' clocks)
             attempt.start = event.started_at
         if event.ended_at is not None:
@@ -267,6 +271,9 @@ class CampaignState:
         if attempt.attempt == max(record.attempts):  # the objective is the last attempt's
             record.objective = self.objective_key.of_result(event.result)
             record.objective_values = self.objectives.of_result(event.result) if self.objectives.multi else None
+            if record.finished and record.trial_id not in self._gathered_ids:
+                self.gathered.append(record.trial_id)
+                self._gathered_ids.add(record.trial_id)
 
     def _on_moved(self, event: TrialMoved) -> None:
         attempt = self._trial(event.trial_id).attempts.get(event.attempt)

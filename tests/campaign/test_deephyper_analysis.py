@@ -66,4 +66,6 @@ def test_deephyper_analysis_on_a_campaigns_results_csv(tmp_path: Path) -> None:
     assert (df["m:timestamp_suggested"] <= df["m:timestamp_submit"]).all()
     assert (df["m:timestamp_submit"] == df["m:timestamp_start"]).all()
     assert (df["m:timestamp_start"] < df["m:timestamp_end"]).all()
-    assert (df["m:timestamp_end"] == df["m:timestamp_gather"]).all()
+    # gathered when rank 0 journaled the end, after the processes ended; rows in gather order
+    assert (df["m:timestamp_end"] <= df["m:timestamp_gather"]).all()
+    assert df["m:timestamp_gather"].is_monotonic_increasing
