@@ -188,6 +188,7 @@ class SchedulerRank(LoopActions):
         self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self.usage = SlotUsage()
+        self.start_batch = START_BATCH  # start messages that leave at once, mid-turn (a test sets fewer)
         self._trial_process_s = 0.0
         self._rank0_busy_s = 0.0
         self._last_csv = time.monotonic()
@@ -219,7 +220,7 @@ class SchedulerRank(LoopActions):
             return  # its agent started it when the trial before it exited
         self.usage.started(rt)
         self._send_start(rt.spec, rt.slots, after=None)
-        if len(self._pending_starts) >= START_BATCH:
+        if len(self._pending_starts) >= self.start_batch:
             self._commit()  # this start's journal line (the loop made it first) goes with it
 
     def send_ahead(self, queued: QueuedTrial, before: RunningTrial) -> None:

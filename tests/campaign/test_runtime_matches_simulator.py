@@ -133,7 +133,8 @@ class SharingTableSizer(TableSizer):
 
 
 def run_runtime(tmp_path: Path, max_trials: int, sizer=None, sharing: GpuSharing | None = None,
-                prefetch_below_s: float = 2.0) -> tuple[list[tuple], list[dict], int, SchedulerRank]:
+                prefetch_below_s: float = 2.0, start_batch: int | None = None,
+                agents: "VirtualAgents | None" = None) -> tuple[list[tuple], list[dict], int, SchedulerRank]:
     """The runtime's rank 0 on virtual agents; returns its starts, the suggested parameters, how
     many trials sent ahead were taken back, and the rank itself (after its run)."""
     campaign = write_campaign(tmp_path / "in", max_trials=max_trials, optimizer={"name": "random"},
@@ -144,10 +145,12 @@ def run_runtime(tmp_path: Path, max_trials: int, sizer=None, sharing: GpuSharing
     session = CampaignSession.open(cfg, cdir, resume=False, ask_batch=4)
     hellos = [AgentHello(rank, f"node{(rank - 1) // SLOTS_PER_NODE}", {}) for rank in range(1, 1 + NODES * SLOTS_PER_NODE)]
     layout = build_layout(hellos, SLOTS_PER_NODE)
-    agents = VirtualAgents()
+    agents = agents or VirtualAgents()
     sched = SchedulerRank(agents, cfg, cdir, layout, make_policy("load-aware"), sizer or TableSizer(), session,
                           lambda params: params, ProgressLine(enabled=False), clock=lambda: agents.now,
                           sharing=sharing)
+    if start_batch is not None:
+        sched.start_batch = start_batch
     try:
         now = 0.0
         while True:
@@ -233,3 +236,31 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
             total += e - max(s, end)
             end = e
     return total
+
+
+class JournalFirstAgents(VirtualAgents):
+    """Virtual agents that check, as each start message arrives, that its trial_started line is in
+    the journal already (the journal writer has written it; rank 0 sends only what it journaled)."""
+
+    journal: Path
+    checked = 0
+
+    def send(self, dest: int, tag: int, message: Any) -> None:
+        if tag == TAG_START and message.after is None:
+            started = {(e["trial_id"], e["attempt"]) for e in read_journal(self.journal).events
+                       if e["event"] == "trial_started"}
+            assert (message.trial_id, message.attempt) in started, f"trial {message.trial_id} sent before journaled"
+            self.checked += 1
+        super().send(dest, tag, message)
+
+
+def test_starts_leave_in_batches_each_after_its_journal_line(tmp_path):
+    """With a batch of one start message, every start leaves mid-turn, as it is placed: the
+    decisions and the journal are those of whole turns, and no start leaves before its line."""
+    agents = JournalFirstAgents()
+    agents.journal = tmp_path / "batched" / "campaign" / "journal.jsonl"
+    run_runtime(tmp_path / "batched", max_trials=24, start_batch=1, agents=agents)
+    run_runtime(tmp_path / "whole", max_trials=24)
+    assert agents.checked >= 20
+    assert comparable(tmp_path / "batched" / "campaign" / "journal.jsonl") == \
+        comparable(tmp_path / "whole" / "campaign" / "journal.jsonl")
