@@ -46,7 +46,7 @@ from scheduler.loop import TrialSpec
 from scheduler.runtime.scheduler_rank import CampaignSummary, SchedulerRank
 from scheduler.runtime.transport import MpiTransport
 from scheduler.runtime.sizing import usable_sizes
-from scheduler.sharing import GpuSharing, SharingError, SharingMode
+from scheduler.sharing import GpuSharing, SharingMode
 from scheduler.sizing import CostModelSizer, runtime_sizer, slot_memory_gb
 
 if TYPE_CHECKING:
@@ -96,10 +96,7 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
     policy = make_policy(cfg.placement)
     res = cfg.resources
     memory_gb = res.device_memory_gb or slot_memory_gb(res.device, layout.slots_per_node)
-    try:
-        sharing = checked.sharing(memory_gb)
-    except SharingError as exc:
-        raise CampaignSetupError(f"{campaign_path}: resources: {exc}") from None
+    sharing = checked.sharing(memory_gb)  # the rule was checked against its curve when the file was loaded
     warnings = preflight(cfg, campaign_path)  # before anything is written; the agents import meanwhile
     session = CampaignSession.open(cfg, cdir, resume=resume, force_unlock=force_unlock,
                                    ask_batch=max(1, min(64, layout.usable_slots)))
@@ -122,11 +119,7 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
         watch = budget_watch(cfg, sizer, stopper, layout.usable_slots)
         if watch.first is not None:
             notices.append(f"warning: {watch.first.message(recheck=True)}")
-        if sharing.enabled:
-            notices.append(sharing_notice(sharing, res.device, hellos))
-            loss = sharing.loss_warning()
-            if loss is not None:
-                notices.append(f"warning: {loss}")
+        notices += _sharing_notices(sharing, res.device, hellos)
         sched = SchedulerRank(MpiTransport(comm), cfg, cdir, layout, policy, sizer, session, make_config,
                               progress=ProgressLine(enabled=False), stopper=stopper, sharing=sharing,
                               budget_watch=watch)
@@ -146,6 +139,14 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
     except BaseException:
         session.close()
         raise
+
+
+def _sharing_notices(sharing: GpuSharing, device: str, hellos: list[AgentHello]) -> list[str]:
+    """What a campaign that shares GPUs says at its start (and a curve on which sharing loses)."""
+    if not sharing.enabled:
+        return []
+    loss = sharing.loss_warning()
+    return [sharing_notice(sharing, device, hellos)] + ([f"warning: {loss}"] if loss is not None else [])
 
 
 def preflight(cfg: "CampaignConfig", campaign_path: Path) -> list[str]:

@@ -73,22 +73,43 @@ class CampaignPlan:
                 f"  {self.device_note}"] + ([f"  warning: {self.budget_warning}"] if self.budget_warning else [])
 
 
+def _check_plan(campaign: Path, trial_program: str, nodes: int, hours: float) -> None:
+    """A plan needs the built-in trainer (the cost model knows its layers) and an allocation."""
+    from hpo.campaign import BUILTIN_TRIAL_PROGRAM
+
+    if trial_program != BUILTIN_TRIAL_PROGRAM:
+        raise CampaignPlanError(f"{campaign}: trial_program {trial_program!r}: the cost model knows the built-in "
+                                "trainer's layers only; a custom program's trials cannot be costed")
+    if nodes < 1 or not hours > 0:
+        raise CampaignPlanError(f"--nodes must be >= 1 and --hours > 0, got {nodes} and {hours}")
+
+
+def _sim_config(checked, nodes: int, graphs: int, allocation_s: float, sharing, seed: int,
+                estimate_error: float) -> SimConfig:
+    """The simulation of a checked campaign (:class:`scheduler.campaign_file.CheckedCampaign`) on
+    ``nodes`` nodes for ``allocation_s`` seconds: its own placement, stopper, limits and sharing."""
+    cfg = checked.config
+    return SimConfig(nodes=nodes, gpus_per_node=cfg.resources.slots_per_node, graphs=graphs, policy=cfg.placement,
+                     node_group_size=min(32, nodes), early_stopping=cfg.early_stopping.method,
+                     early_stopping_options=cfg.early_stopping.options,
+                     verdict_wait=cfg.early_stopping.verdict_wait_s > 0, retries=cfg.retries,
+                     failure_threshold=cfg.failure_threshold, prefetch_below_s=cfg.prefetch_below_s,
+                     max_time_s=min(cfg.max_time_s or math.inf, allocation_s), fill_tail=cfg.fill_tail,
+                     max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error, gpu_sharing=sharing,
+                     colocation=checked.curve if sharing.enabled else None)
+
+
 def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | None = None,
                   learn_from: Path | None = None, estimate_error: float = 0.5, seed: int = 0,
                   progress: bool = False) -> tuple[SimResult, CampaignPlan]:
     """Simulate ``campaign`` on ``nodes`` nodes for ``hours`` hours (module docstring)."""
-    from hpo.campaign import BUILTIN_TRIAL_PROGRAM
     from hpo.optimizers import make_optimizer
     from hpo.space import apply_params
     from scheduler.campaign_file import load_checked_campaign
 
     checked = load_checked_campaign(campaign, None if dataset is None else {"dataset": str(Path(dataset).resolve())})
     cfg = checked.config
-    if cfg.trial_program != BUILTIN_TRIAL_PROGRAM:
-        raise CampaignPlanError(f"{campaign}: trial_program {cfg.trial_program!r}: the cost model knows the built-in "
-                                "trainer's layers only; a custom program's trials cannot be costed")
-    if nodes < 1 or not hours > 0:
-        raise CampaignPlanError(f"--nodes must be >= 1 and --hours > 0, got {nodes} and {hours}")
+    _check_plan(campaign, cfg.trial_program, nodes, hours)
     res = cfg.resources
     spn = res.slots_per_node
     try:
@@ -132,15 +153,7 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
     optimizer = make_optimizer(cfg.optimizer.name, cfg.space, cfg.seed, cfg.optimizer.options,
                                num_objectives=len(cfg.objective_set.keys))
     source = OptimizerSource(optimizer, make_trial, cfg.max_trials)
-    allocation = hours * 3600.0
-    config = SimConfig(nodes=nodes, gpus_per_node=spn, graphs=stats.num_graphs, policy=cfg.placement,
-                       node_group_size=min(32, nodes), early_stopping=cfg.early_stopping.method,
-                       early_stopping_options=cfg.early_stopping.options,
-                       verdict_wait=cfg.early_stopping.verdict_wait_s > 0, retries=cfg.retries,
-                       failure_threshold=cfg.failure_threshold, prefetch_below_s=cfg.prefetch_below_s,
-                       max_time_s=min(cfg.max_time_s or math.inf, allocation), fill_tail=cfg.fill_tail,
-                       max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error, gpu_sharing=sharing,
-                       colocation=checked.curve if sharing.enabled else None)
+    config = _sim_config(checked, nodes, stats.num_graphs, hours * 3600.0, sharing, seed, estimate_error)
     result = simulate(source, config, progress=progress)
     short = check_budgets(sizer, lambda params: apply_params(base, params), cfg.space, stopper,
                           cfg.trial_time_limit_s, measured=learn_from is not None)

@@ -127,6 +127,23 @@ def _sharing(config, shared_attempts: int) -> dict[str, Any]:
             "shared_attempts": shared_attempts}
 
 
+def _finished_chains(records: list[SimAttempt]) -> tuple[dict[int, float], dict[int, float], dict[int, SimAttempt]]:
+    """Per trial: slot-time of its attempts that did not fail, the start of the attempts that
+    finished it (after its last failure), and its final attempt."""
+    held: dict[int, float] = {}
+    chain_start: dict[int, float] = {}
+    final: dict[int, SimAttempt] = {}
+    for r in records:
+        if not r.ok:
+            chain_start.pop(r.trial_id, None)
+            continue
+        held[r.trial_id] = held.get(r.trial_id, 0.0) + r.slots * (r.end - r.start)
+        chain_start.setdefault(r.trial_id, r.start)
+        if not r.moved:
+            final[r.trial_id] = r
+    return held, chain_start, final
+
+
 def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_times: list[float], config, policy_name: str,
               pool, drained: list, model, max_pending: int, wall_s: float, repriced: int = 0,
               shared_attempts: int = 0) -> SimResult:
@@ -139,17 +156,7 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
     makespan = max((r.end for r in records), default=0.0)
     useful = float(sum(r.slots * (r.end - r.start) for r in done))
     by_id = {t.trial_id: t for t in trials}
-    held: dict[int, float] = {}  # per trial, slot-time of its attempts that did not fail
-    chain_start: dict[int, float] = {}  # per trial, the start of the attempts that finished it
-    final: dict[int, SimAttempt] = {}
-    for r in records:
-        if not r.ok:
-            chain_start.pop(r.trial_id, None)
-            continue
-        held[r.trial_id] = held.get(r.trial_id, 0.0) + r.slots * (r.end - r.start)
-        chain_start.setdefault(r.trial_id, r.start)
-        if not r.moved:
-            final[r.trial_id] = r
+    held, chain_start, final = _finished_chains(records)
     # the work the finished trials needed at the width the sizer chose for the epochs they trained (a
     # trial run wider pays a parallel-efficiency loss, a moved one its start-up again: held, not useful)
     sized_work = float(sum(r.needed_slot_s for r in final.values()))

@@ -104,6 +104,16 @@ def _trials_line(result) -> str:
     return format_summary(summarize(result.state)).splitlines()[0]
 
 
+def _print_summary(result, out) -> None:
+    """The trials line ``report`` would print, then the placement figures."""
+    print(_trials_line(result))
+    s = result.summary
+    shared = s["gpu_sharing"]["shared_attempts"]
+    print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan {s['makespan_s'] / 3600:.2f} h "
+          f"(/LB {s['makespan_over_lb']:.3f}), decision p99 {s['decision_latency_ms']['p99']:.3f} ms"
+          + (f", {shared} attempts on shared GPUs" if shared else "") + f" -> {out}")
+
+
 def _plan(args: argparse.Namespace) -> int:
     """``simulate CAMPAIGN.yaml --nodes N --hours T``: the campaign on the allocation."""
     from pathlib import Path
@@ -182,12 +192,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if _is_json(out):
         result.write_json(out)
-    print(_trials_line(result))
-    s = result.summary
-    shared = s["gpu_sharing"]["shared_attempts"]
-    print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan {s['makespan_s'] / 3600:.2f} h "
-          f"(/LB {s['makespan_over_lb']:.3f}), decision p99 {s['decision_latency_ms']['p99']:.3f} ms"
-          + (f", {shared} attempts on shared GPUs" if shared else "") + f" -> {out}")
+    _print_summary(result, out)
     if args.plot:
         from scheduler.simulator.plots import plot_sim_gantt, plot_utilisation
 
