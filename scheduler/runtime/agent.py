@@ -14,7 +14,7 @@ segfault, OOM kill, hang) can take the agent down: the trial is a separate proce
 session, and every way it can end becomes a :class:`PartExited` report.
 
 Learning curves: while a trial runs, the agent of its rank 0 reads the new lines of its
-``progress.jsonl`` every :data:`PROGRESS_EVERY_S` and forwards them (:class:`TrialProgress`, in
+``progress.jsonl`` every :data:`PROGRESS_EVERY_S` and forwards them (:class:`EpochsReported`, in
 order with the exit report, which follows the last of them); a :class:`StopTrial` from rank 0
 becomes the trial's ``RUN_DIR/stop`` file, which the trainer reads after its epoch.
 
@@ -50,7 +50,7 @@ from scheduler.runtime.messages import (
     Shutdown,
     StartTrial,
     StopTrial,
-    TrialProgress,
+    EpochsReported,
     Unqueue,
     Unqueued,
 )
@@ -101,7 +101,7 @@ class Agent:
         self._progress_read_at = 0.0
 
     # -- messages ----------------------------------------------------------------------------------
-    def _report(self, report: PartExited | Unqueued | TrialProgress) -> None:
+    def _report(self, report: PartExited | Unqueued | EpochsReported) -> None:
         self._sends.append(self.comm.isend(report, dest=0, tag=TAG_EXITED))
         self._sends = [r for r in self._sends if not r.Test()]
 
@@ -180,7 +180,7 @@ class Agent:
             proc.note(problem)
         if epochs:
             proc.epochs_reported(time.time())
-            self._report(TrialProgress(self.rank, key[0], key[1], tuple(epochs)))
+            self._report(EpochsReported(self.rank, key[0], key[1], tuple(epochs)))
 
     def _handle_unqueue(self, msg: Unqueue) -> None:
         start = self.queued.get(msg.after)

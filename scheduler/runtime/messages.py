@@ -12,7 +12,7 @@ Flow::
       --- StartTrial (TAG_START) ------------>   start one process of a trial on its slot (or, with
                                                  ``after``, as soon as that trial's process exits)
       --- KillTrial (TAG_KILL) -------------->   terminate it (another part of the trial failed)
-      <-- TrialProgress (TAG_EXITED) ---------   epochs the trial finished (its progress.jsonl lines)
+      <-- EpochsReported (TAG_EXITED) --------   epochs the trial finished (its progress.jsonl lines)
       --- StopTrial (TAG_STOP) -------------->   ask the trial to stop after its epoch (early discarding)
       --- GoOn (TAG_STOP) ------------------->   the stopper let it go on after a rung epoch (it waits for this)
       <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
@@ -117,7 +117,7 @@ class GoOn:
 
 
 @dataclass(frozen=True)
-class TrialProgress:
+class EpochsReported:
     """Epochs a trial attempt finished since the last report: its new ``progress.jsonl`` lines
     (:mod:`hydragnn_ensemble.train.progress`), checked by :func:`scheduler.runtime.progress_tail.parse_line`."""
 

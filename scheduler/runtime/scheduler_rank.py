@@ -44,8 +44,7 @@ from typing import Any, Callable
 
 from hpo.campaign_dir import CampaignDir
 from hpo.failures import failure_counts
-from hpo.events import CampaignFinished, JournalEvent, NodeDrained
-from hpo.events import TrialProgress as EpochEvent
+from hpo.events import CampaignFinished, JournalEvent, NodeDrained, TrialProgress
 from hpo.results_table import ResultsTableError
 from hpo.session import CampaignSession
 from hpo.stoppers import Stopper
@@ -71,7 +70,7 @@ from scheduler.runtime.messages import (
     Shutdown,
     StartTrial,
     StopTrial,
-    TrialProgress,
+    EpochsReported,
     Unqueue,
     Unqueued,
 )
@@ -325,7 +324,7 @@ class SchedulerRank(LoopActions):
         for msg in got:
             if isinstance(msg, Unqueued):  # same tag as the exits: MPI keeps one agent's order
                 self.loop.unqueued(msg.after[0], msg.trial_id, msg.attempt, now)
-            elif isinstance(msg, TrialProgress):
+            elif isinstance(msg, EpochsReported):
                 self.loop.trial_progress(msg.trial_id, msg.attempt, msg.epochs, now)
             else:
                 self._on_exit(msg, now)
@@ -410,7 +409,7 @@ class SchedulerRank(LoopActions):
         """What a person watching should hear of this turn's events: a budget that the first
         measured epochs show too short, a node drained."""
         for event in events:
-            if isinstance(event, EpochEvent) and self.budget_watch is not None:
+            if isinstance(event, TrialProgress) and self.budget_watch is not None:
                 warning = self.budget_watch.epoch_reported(event.trial_id, event.report.epoch)
                 if warning is not None:
                     self.progress.note(f"warning: {warning}")
