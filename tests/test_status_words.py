@@ -41,7 +41,7 @@ def test_status_words_only_in_the_two_enums_modules() -> None:
 
 def test_the_enums_are_the_words_the_readme_documents() -> None:
     assert [s.value for s in TrialStatus] == ["completed", "diverged", "timeout", "stopped", "failed"]
-    assert [s.value for s in PendingStatus] == ["running", "interrupted", "retrying", "suggested"]
+    assert [s.value for s in PendingStatus] == ["running", "interrupted", "retrying", "moved", "suggested"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme[readme.index("<!-- statuses -->"):readme.index("<!-- /statuses -->")]
     rows = [line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")]

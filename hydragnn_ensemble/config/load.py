@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import json
 import os
 import types
@@ -170,7 +172,16 @@ def save_config(config: HydraConfig, path: str | os.PathLike) -> None:
 
 
 def _resolve(key: str) -> tuple[list[str], Any]:
-    """Check a dotted key against the schema; return its parts and its default (or _MISSING)."""
+    """Check a dotted key against the schema; return its parts and its default (or _MISSING, a
+    copy when it is a section or a list: the answer for a key is computed once)."""
+    parts, default = _resolve_once(key)
+    return list(parts), copy.deepcopy(default) if isinstance(default, (dict, list)) else default
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolve_once(key: str) -> tuple[tuple[str, ...], Any]:
+    """:func:`_resolve` of one key against the (fixed) schema: a campaign's rank 0 asks the same
+    few keys of every candidate's config."""
     parts = key.split(".")
     if not key or any(not p for p in parts):
         raise ConfigError("<dotted key>", [f"{key!r}: not a dotted key"])
@@ -193,7 +204,7 @@ def _resolve(key: str) -> tuple[list[str], Any]:
             default = field.get_default(call_default_factory=True)
             if isinstance(default, BaseModel):
                 default = default.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return parts, default
+    return tuple(parts), default
 
 
 def check_dotted_key(key: str) -> None:
