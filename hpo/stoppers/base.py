@@ -6,6 +6,8 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
+from hpo.stoppers.ordered_values import OrderedValues
+
 Value = float | Sequence[float]  # one objective, or several (multi-objective stoppers)
 
 
@@ -93,8 +95,19 @@ class Rungs:
         self.last_epoch[trial_id] = epoch
         return self.next_rung.get(trial_id, 0)
 
+    def record(self, rung: int, trial_id: int, value: Value) -> Value | None:
+        """Record ``value`` of ``trial_id`` at ``rung``; returns the value it replaces (None: the
+        trial had none there)."""
+        while len(self.values) <= rung:
+            self.values.append({})
+        at = self.values[rung]
+        previous = at.pop(trial_id, None)
+        at[trial_id] = value
+        return previous
+
     def competing(self, rung: int, trial_id: int, value: Value) -> list[Value]:
-        """Record ``value`` at ``rung``; returns the values there of the other trials plus it."""
+        """Record ``value`` at ``rung``; returns the values there of the other trials plus it (a
+        copy of the rung: O(n); :class:`RankedRungs` answers a rank without one)."""
         while len(self.values) <= rung:
             self.values.append({})
         at = self.values[rung]
@@ -102,6 +115,29 @@ class Rungs:
         others = list(at.values())
         at[trial_id] = value
         return others + [value]
+
+
+class RankedRungs(Rungs):
+    """:class:`Rungs` of single values (no NaN: a NaN stops its trial before it is recorded), each
+    rung also kept sorted (:class:`OrderedValues`), so that a value's place among the others costs
+    O(log n) instead of a sort of the rung. Record its values through :meth:`place` only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ordered: list[OrderedValues] = []  # rung -> its values, sorted
+
+    def place(self, rung: int, trial_id: int, value: float) -> tuple[int, int]:
+        """Record ``value`` at ``rung`` (replacing the trial's earlier value there); returns how
+        many of the values there are smaller than it and how many there are (it included)."""
+        previous = self.record(rung, trial_id, value)
+        while len(self.ordered) <= rung:
+            self.ordered.append(OrderedValues())
+        ordered = self.ordered[rung]
+        if previous is not None:
+            ordered.remove(previous)
+        below = ordered.count_below(value)
+        ordered.add(value)
+        return below, len(ordered)
 
 
 def is_nan(value: Value) -> bool:

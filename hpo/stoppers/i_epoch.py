@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
-from hpo.stoppers.base import Rungs, Stopper, is_nan
+from hpo.stoppers.base import RankedRungs, Stopper, is_nan
 
 
 class IEpochStopper(Stopper):
     """Every trial trains ``epochs`` epochs; it goes on to its full budget only when its value then
     is among the best ``keep`` fraction of the values recorded at that epoch so far (itself
-    included; the first trial always goes on). One decision per trial."""
+    included; the first trial always goes on). One decision per trial, O(log n) in the values at
+    that epoch (:class:`RankedRungs`)."""
 
     name = "i-epoch"
 
@@ -19,7 +20,7 @@ class IEpochStopper(Stopper):
             raise ValueError(f"i-epoch: epochs >= 1 and 0 < keep <= 1, got {epochs}, {keep}")
         self.epochs = epochs
         self.keep = keep
-        self.rungs = Rungs()
+        self.rungs = RankedRungs()
 
     def decision_epochs(self, max_epochs: int) -> tuple[int, ...]:
         return (self.epochs,) if self.epochs < max_epochs else ()
@@ -30,9 +31,9 @@ class IEpochStopper(Stopper):
             return False
         if is_nan(value):
             return True
-        competing = sorted(self.rungs.competing(0, trial_id, value))
+        below, count = self.rungs.place(0, trial_id, value)
         self.rungs.next_rung[trial_id] = 1
-        return value > competing[max(math.ceil(self.keep * len(competing)) - 1, 0)]
+        return below > max(math.ceil(self.keep * count) - 1, 0)  # value > sorted(values)[that place]
 
     def expected_fraction(self, max_epochs: int) -> float:
         if self.epochs >= max_epochs:
