@@ -17,6 +17,8 @@ shared GPUs are never sent ahead behind nor grown.
 
 from __future__ import annotations
 
+from collections import deque
+
 from scheduler.loop.trials import QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy, RunningEstimate, growth_key
 from scheduler.resources import ResourcePool
@@ -51,6 +53,7 @@ class TrialBook:
         self.waiting: dict[int, TrialSpec] = {}  # submitted to placement
         self.running: dict[int, RunningTrial] = {}
         self.queued: dict[int, QueuedTrial] = {}  # by the id of the running trial each one follows
+        self._to_reprice: deque[int] = deque()  # waiting trials to size again (reprice)
         self._needs_successor: dict[int, int] = {}  # short running trial -> its slot (no successor yet)
         self._closed = False  # stopped: nothing is sent ahead any more
 
@@ -75,14 +78,27 @@ class TrialBook:
         if demand is not None and self.sharing.admits_onto(demand, ShareLoad()):
             self._unprobed[spec.trial_id] = demand
 
-    def reprice(self, now: float) -> int:
-        """Ask the sizer again for every waiting first attempt (the cost model learnt since they
-        were sized) and hand placement the new sizes and predictions; returns how many changed.
-        Retries keep their sizes (an out-of-memory retry was sized up on purpose)."""
+    def request_reprice(self) -> None:
+        """The cost model learnt: every trial waiting now is to be sized again (:meth:`reprice`)."""
+        self._to_reprice = deque(self.waiting)
+
+    @property
+    def repricing(self) -> bool:
+        """Waiting trials are still to be sized again."""
+        return bool(self._to_reprice)
+
+    def reprice(self, now: float, limit: int) -> int:
+        """Ask the sizer again for up to ``limit`` of the trials :meth:`request_reprice` named that
+        still wait as first attempts (the cost model learnt since they were sized) and hand
+        placement the new sizes and predictions; returns how many changed. Retries keep their sizes
+        (an out-of-memory retry was sized up on purpose). At most ``limit`` per call: at 65,536
+        waiting trials a whole pass is seconds of rank 0's time, spread over its turns."""
         changed = 0
-        for spec in self.waiting.values():
-            if spec.attempt > 0 or spec.resume_epoch > 0:
+        while self._to_reprice and limit > 0:
+            spec = self.waiting.get(self._to_reprice.popleft())
+            if spec is None or spec.attempt > 0 or spec.resume_epoch > 0:
                 continue
+            limit -= 1
             sized = self.sizer.choose(spec.params)
             if spec.sized is not None and sized == spec.sized:
                 continue

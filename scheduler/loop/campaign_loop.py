@@ -5,7 +5,8 @@ path leave before the optimizer is asked for more)::
 
     start_waiting(now)   placement on the candidates already waiting -> starts
     fill(now, source)    top up the waiting candidates to pool_factor x max(free slots, slots per
-                         node) from the source, within max_trials; placement again; send the next
+                         node) (at most 8,192 beyond the free slots) from the source, within
+                         max_trials; placement again; send the next
                          trial ahead behind short single-slot ones (prefetch); take back trials sent
                          ahead when slots are idle with nothing waiting
 
@@ -56,6 +57,11 @@ from scheduler.sharing import GpuSharing
 from scheduler.sizing import SizedTrial, TrialSizer
 
 
+#: waiting trials sized again per turn after the cost model learnt (a whole pass at 65,536 waiting
+#: trials is seconds of rank 0's time: spread over turns, it never stalls the message pump)
+REPRICE_PER_TURN = 512
+
+
 class PlacementStuckError(RuntimeError):
     """Trials wait on an idle cluster that placement will never start them on."""
 
@@ -76,6 +82,9 @@ class LoopRules:
     # several, the optimizer is told each trial's every objective
     objectives: Objectives = field(default_factory=lambda: Objectives.parse(["objective"]))
     max_pending: int | None = None  # a cap on the waiting candidates (the simulator's latency runs)
+    # no more waiting candidates than the free slots and this many: placement chooses well among
+    # 8,192, and a first wave on 65,536 GCDs then sizes 73,728 candidates, not 131,072
+    max_waiting_beyond_free: int = 8192
     trial_time_limit_s: float = math.inf  # no trial runs longer (re-estimated ends stay within it)
     # running trials may be moved to more slots at an epoch boundary: a simulator study only (the
     # MPI runtime does not checkpoint-and-move trials, so campaigns never set it)
@@ -204,6 +213,8 @@ class CampaignLoop:
         """Placement on the candidates already waiting; returns how many started."""
         if self.stop_reason is not None:
             return 0
+        if self.book.repricing:  # a pass started by what the cost model learnt: the next part of it
+            self.repriced += self.book.reprice(now, REPRICE_PER_TURN)
         if self.rules.malleable and self.book.pool.free_slots:
             for rt in self.book.grow(now):  # trials that would end the campaign late go first
                 self.actions.move_trial(rt, len(rt.moving_to.slots), at_boundary=rt.last_epoch_s is not None)
@@ -247,7 +258,8 @@ class CampaignLoop:
         # from the waiting ones at once (before the optimizer is asked again), and placement still
         # has a choice of sizes to pack with
         rules = self.rules
-        target = math.ceil(rules.pool_factor * max(self.book.pool.free_slots, rules.slots_per_node))
+        free = self.book.pool.free_slots
+        target = min(math.ceil(rules.pool_factor * max(free, rules.slots_per_node)), free + rules.max_waiting_beyond_free)
         if rules.max_pending is not None:
             target = min(target, rules.max_pending)
         budget = rules.max_trials - (self.outcomes.finished + self.book.open_trials)
@@ -359,7 +371,8 @@ class CampaignLoop:
         at log(lessons) x waiting trials' cost to rank 0."""
         self.lessons += 1
         if self.lessons & (self.lessons - 1) == 0 and self.book.waiting:
-            self.repriced += self.book.reprice(now)
+            self.book.request_reprice()
+            self.repriced += self.book.reprice(now, REPRICE_PER_TURN)
 
     def trial_pace(self, trial_id: int, attempt: int, pace: EpochPace, now: float) -> None:
         """A running trial attempt told how fast its first epoch trains, before that epoch ends:

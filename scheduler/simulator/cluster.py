@@ -307,10 +307,11 @@ class SimulatedCluster(LoopActions):
         else:
             self.events.push(self.now + STOP_LATENCY_S, "cut", (t.trial_id, rt.spec.attempt, None))
 
-    def epochs_finished(self, rt: RunningTrial) -> tuple[int, bool]:
-        """Epochs a running trial has finished by now, and whether now is the end of one."""
+    def epochs_finished(self, rt: RunningTrial, at: float | None = None) -> tuple[int, bool]:
+        """Epochs a running trial has finished by ``at`` (default now), and whether that is the end
+        of one."""
         t = self.by_id[rt.spec.trial_id]
-        x = max(self.now - rt.start_time - t.startup_s, 0.0) / self.epoch_s[t.trial_id] if self.epoch_s[t.trial_id] > 0 else 0.0
+        x = max((self.now if at is None else at) - rt.start_time - t.startup_s, 0.0) / self.epoch_s[t.trial_id] if self.epoch_s[t.trial_id] > 0 else 0.0
         done = math.floor(x + 1e-9)
         return min(rt.spec.resume_epoch + done, self.last_epoch[t.trial_id]), abs(x - round(x)) < 1e-9 and x > 0
 
@@ -331,21 +332,21 @@ class SimulatedCluster(LoopActions):
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
 
-    def leave(self, rt: RunningTrial) -> None:
-        """An attempt is ending now: a shared GPU's other residents speed up."""
+    def leave(self, rt: RunningTrial, at: float) -> None:
+        """An attempt ended at ``at``: a shared GPU's other residents speed up."""
         if rt.on_shared_gpu and self.shared_clock is not None:
-            self.shared_clock.leave(rt.spec.trial_id, self.now)
+            self.shared_clock.leave(rt.spec.trial_id, at)
 
     def tell(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         self.on_finished(spec, result, objective)
 
-    def result_of(self, trial_id: int, reason: str | None, start_time: float, stopped_after: int | None = None
-                  ) -> TrialResult:
+    def result_of(self, trial_id: int, reason: str | None, start_time: float, end_time: float,
+                  stopped_after: int | None = None) -> TrialResult:
         """What a simulated attempt reports: ``stopped`` after ``stopped_after`` epochs, else
         ``completed`` (``timeout`` when its time limit ended it first); for a trial with a learning
         curve its best value over the epochs it trained, otherwise its run time (the simulator
         trains nothing)."""
-        wall = self.now - start_time
+        wall = end_time - start_time
         width = self.width[trial_id]
         if reason is not None:
             return TrialResult(status=TrialStatus.FAILED, failure_reason=reason, wall_time_s=wall, slots=width)

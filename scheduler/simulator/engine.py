@@ -15,13 +15,14 @@ import numpy as np
 from hpo.stoppers import discarding_stopper
 from hydragnn_ensemble.result import EpochPace, EpochReport, TrialResult
 from hydragnn_ensemble.train.progress import PACE_AFTER_S
-from scheduler.loop import CampaignLoop, LoopRules, PlacementStuckError, TrialSpec
+from scheduler.loop import AttemptEnd, CampaignLoop, LoopRules, PlacementStuckError, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.placement.registry import make_policy
 from scheduler.resources import ResourcePool
 from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
+from scheduler.simulator.rank0 import Rank0Clock, Rank0Costs
 from scheduler.simulator.record import SimRecord, sim_attempts
 from scheduler.simulator.results import SimResult, summarise
 from scheduler.simulator.search import OptimizerSource
@@ -68,6 +69,7 @@ class SimConfig:
     max_trials: int | None = None  # the campaign's (None: every trial of the workload); fewer leaves extra ones for the tail
     gpu_sharing: GpuSharing = field(default_factory=GpuSharing)  # several small trials per GPU
     colocation: ColocationCurve | None = None  # measured aggregate throughput of k trials on one GPU
+    rank0_costs: Rank0Costs | None = None  # charge rank 0's time per event (scheduler.simulator.rank0); None: free
 
     def __post_init__(self) -> None:
         if self.gpu_sharing.enabled and self.colocation is None:
@@ -134,8 +136,9 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
     loop = CampaignLoop(_rules(config, max_trials, source.time_limit_s), pool, timed, sizer, cluster, stopper=stopper)
     record = SimRecord(_recorded_campaign(config, timed.name, max_trials), pool.total_slots, campaign_dir)
     t_wall = time.perf_counter()
+    clock = Rank0Clock(config.rank0_costs) if config.rank0_costs is not None else None
     max_pending, now = _run(loop, source, cluster, events, SimState(0.0, pool, timed.policy, {}, cluster.started), hook,
-                            config.max_time_s, record)
+                            config.max_time_s, record, clock)
     record.close(loop.stop_reason or "", now)
     bar.close()
     attempts = sim_attempts(record.state, by_id, timed.name == "fixed-block")
@@ -143,6 +146,7 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
                        record.state.drained, model, max_pending, time.perf_counter() - t_wall, loop.repriced,
                        cluster.shared_attempts)
     result.state = record.state
+    result.summary["rank0"] = clock.summary(result.summary["makespan_s"]) if clock is not None else {"charged": False}
     if record.cdir is not None:
         result.write_json(record.cdir.root / "sim.json")
     return result
@@ -158,7 +162,7 @@ def _recorded_campaign(config: SimConfig, policy: str, max_trials: int) -> dict[
 
 def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: SimulatedCluster,
          events: EventQueue, state: SimState, hook: Hook | None, max_time_s: float | None,
-         record: SimRecord) -> tuple[int, float]:
+         record: SimRecord, clock: Rank0Clock | None = None) -> tuple[int, float]:
     """Advance the virtual clock event by event until the campaign is over (after ``max_time_s``
     nothing new starts, as in the runtime), the loop's journal events into ``record``; the most
     candidates that waited at once, and the time it ended."""
@@ -169,7 +173,7 @@ def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: 
         if max_time_s is not None and now >= max_time_s:
             loop.stop(f"max_time_s ({max_time_s:g} s) reached")
         _settle(loop, source, now)
-        record.take(loop.take_events())
+        _take(loop, record, clock, now)
         max_pending = max(max_pending, len(loop.book.waiting))
         if hook is not None:
             state.running = {tid: rt.slots for tid, rt in loop.book.running.items()}
@@ -179,11 +183,22 @@ def _run(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, cluster: 
         if not events:
             raise SimulationError(f"nothing runs and nothing will arrive, but the campaign is not over "
                                   f"({loop.outcomes.finished} of {source.max_trials} trials finished)")
-        now = events.next_time()
+        now = events.next_time() if clock is None else max(events.next_time(), clock.free_at)
         cluster.now = now
-        while events and events.next_time() == now:
-            _dispatch(events.pop(), loop, cluster, source, now)
-        record.take(loop.take_events())
+        while events and events.next_time() <= now:  # what arrived while rank 0 was busy: one batch
+            at = events.next_time()
+            if clock is not None:
+                clock.waited(at, now)
+            _dispatch(events.pop(), loop, cluster, source, now, at)
+        _take(loop, record, clock, now)
+
+
+def _take(loop: CampaignLoop, record: SimRecord, clock: Rank0Clock | None, now: float) -> None:
+    """The journal events of the decisions made at ``now`` into the record (and rank 0's time)."""
+    taken = loop.take_events()
+    record.take(taken)
+    if clock is not None:
+        clock.charge(taken, now)
 
 
 def _settle(loop: CampaignLoop, source: WorkloadSource | OptimizerSource, now: float) -> None:
@@ -223,7 +238,9 @@ def _rules(config: SimConfig, num_trials: int, time_limit_s: float) -> LoopRules
 
 
 def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedCluster,
-              source: WorkloadSource | OptimizerSource, now: float) -> None:
+              source: WorkloadSource | OptimizerSource, now: float, at: float) -> None:
+    """One event that happened at ``at``, handled by rank 0 at ``now`` (later when rank 0 was busy,
+    :mod:`scheduler.simulator.rank0`)."""
     kind, payload = event
     if kind == "arrive":
         source.arrive(payload)  # type: ignore[arg-type]
@@ -237,30 +254,34 @@ def _dispatch(event: tuple[str, object], loop: CampaignLoop, cluster: SimulatedC
         return  # the attempt ended already (stopped, failed): its later events are void
     if kind == "pace":
         loop.trial_pace(trial_id, attempt, EpochPace(rt.spec.resume_epoch + 1, detail, PACE_AFTER_S,
-                                                     now - rt.start_time), now)
+                                                     at - rt.start_time), now)
     elif kind == "move":
         loop.trial_moved(trial_id, attempt, detail, now)
     elif kind == "cut":  # a stop inside an epoch: it ends with the epochs it finished
-        done = cluster.epochs_finished(rt)[0]
-        cluster.leave(rt)
-        loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=done), now)
+        _end(loop, cluster, rt, at, now, stopped_after=cluster.epochs_finished(rt, at)[0])
     elif kind == "epoch":
         curve = cluster.by_id[trial_id].curve
         epoch_s = cluster.epoch_s[trial_id]
-        report = EpochReport(detail, curve[detail - 1] if curve else None, elapsed_s=now - rt.start_time,
+        report = EpochReport(detail, curve[detail - 1] if curve else None, elapsed_s=at - rt.start_time,
                              epoch_s=epoch_s, train_s=epoch_s * TRAIN_SHARE)
         loop.trial_progress(trial_id, attempt, [report], now)
         if cluster.cut_after.get(trial_id) == detail:
-            cluster.leave(rt)
-            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time, stopped_after=detail), now)
+            _end(loop, cluster, rt, at, now, stopped_after=detail)
         elif cluster.move_after.get(trial_id) == detail:
             loop.trial_moved(trial_id, attempt, detail, now)
     elif kind == "shared_limit":
         cluster.limit_shared(rt)
     elif kind == "shared_end":  # detail: the shared clock's version of the prediction
         if cluster.shared_clock is not None and cluster.shared_clock.is_current(trial_id, detail):
-            cluster.leave(rt)
-            loop.trial_ended(trial_id, cluster.result_of(trial_id, None, rt.start_time), now)
+            _end(loop, cluster, rt, at, now)
     else:  # "end" or "fail" (detail: the failure reason)
-        cluster.leave(rt)
-        loop.trial_ended(trial_id, cluster.result_of(trial_id, detail, rt.start_time), now)
+        _end(loop, cluster, rt, at, now, reason=detail)
+
+
+def _end(loop: CampaignLoop, cluster: SimulatedCluster, rt, at: float, now: float, reason: str | None = None,
+         stopped_after: int | None = None) -> None:
+    """``rt``'s processes ended at ``at`` (failed for ``reason``, or stopped after ``stopped_after``
+    epochs); rank 0 learns it at ``now``."""
+    cluster.leave(rt, at)
+    result = cluster.result_of(rt.spec.trial_id, reason, rt.start_time, at, stopped_after=stopped_after)
+    loop.trial_ended(rt.spec.trial_id, result, now, AttemptEnd(rt.start_time, at))

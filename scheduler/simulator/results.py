@@ -25,7 +25,10 @@ sim.json keys (:data:`SIM_JSON_KEYS`, in this order):
 - ``gpu_sharing`` {mode, and when on: per_gpu, device_memory_gb, utilisation_budget, curve,
   curve_source, shared_attempts}: several trials per GPU
   (:mod:`scheduler.sharing`). With it, each resident of a shared GPU counts its slot-time in full in
-  the utilisations (which may then exceed 1) and the lower bound ignores sharing: compare makespans.
+  the utilisations (which may then exceed 1) and the lower bound ignores sharing: compare makespans;
+- ``rank0`` {charged, and when charged: busy_fraction, lag_s {mean, p99, max}, costs}: rank 0's own
+  time per event (:mod:`scheduler.simulator.rank0`, its error model there), how busy it was and how
+  long the agents' reports waited for it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ SIM_JSON_KEYS = (
     "decision_latency_ms", "decision_cpu_ms", "wait_s", "failed_slot_s", "failed_attempts", "drained_nodes",
     "cost_model_error", "sub_node_fraction", "max_pending", "repriced_trials", "sim_wall_s",
     "early_stopping", "stopped_trials", "best_objective", "time_to_best_s", "utilisation_until_last_start",
-    "gpu_sharing",
+    "gpu_sharing", "rank0",
 )
 
 
@@ -194,5 +197,6 @@ def summarise(trials, records: list[SimAttempt], latencies: list[float], cpu_tim
         **_discarding(records, config),
         "gpu_sharing": _sharing(config, shared_attempts),
     }
+    summary["rank0"] = {"charged": False}  # the engine's Rank0Clock fills it in when rank 0's time is charged
     assert tuple(summary) == SIM_JSON_KEYS
     return SimResult(summary, records, slots, pool.slots_per_node)

@@ -127,3 +127,29 @@ def test_the_stored_demo_journal_gives_the_documented_error_model():
     model = ReplayedError.from_journal("bench/data/demo_cost_journal.jsonl")
     assert len(model.first_log_ratios) == 10 and len(model.learnt_log_ratios) == 20
     assert model.first_bias == pytest.approx(0.57, abs=0.01) and model.learnt_bias == pytest.approx(0.12, abs=0.01)
+
+
+def test_a_reprice_pass_is_spread_over_turns_and_reaches_every_waiting_trial(monkeypatch):
+    """With at most 16 trials sized again per turn, the pass still reaches every trial waiting
+    when the model learnt (each sized once more, none twice), over several turns; rank 0's work per
+    turn stays bounded whatever the waiting pool."""
+    from scheduler.loop import TrialBook, TrialSpec
+    from scheduler.sizing import SizedTrial
+
+    class CountingSizer:
+        def __init__(self):
+            self.asked: list[int] = []
+
+        def choose(self, params):
+            self.asked.append(params["i"])
+            return SizedTrial(1, 5.0)
+
+    sizer = CountingSizer()
+    book = TrialBook(ResourcePool(1, 1), LoadAwarePolicy(), sizer, 0.0)
+    for i in range(50):
+        book.submit(TrialSpec(i, {"i": i}, sized=SizedTrial(1, 10.0)), 0.0)
+    book.request_reprice()
+    changed = [book.reprice(0.0, 16) for _ in range(4)]
+    assert changed == [16, 16, 16, 2] and not book.repricing
+    assert sorted(sizer.asked) == list(range(50))
+    assert all(spec.sized.predicted_seconds == 5.0 for spec in book.waiting.values())

@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ask-latency-ms", type=float, default=0.0, help="optimizer ask latency per batch")
     parser.add_argument("--failure-rate", type=float, default=0.0, help="fraction of trials that fail (default 0)")
     parser.add_argument("--bad-nodes", type=int, default=0, help="nodes failing every trial (drained)")
+    parser.add_argument("--rank0-costs", default="measured", metavar="FILE|measured|none",
+                        help="charge rank 0's own time per event (scheduler.simulator.rank0): the measurement "
+                             "shipped in bench/data/rank0_costs.json (default), a file bench/rank0_handlers.py "
+                             "--out wrote, or none (rank 0 is free)")
     parser.add_argument("--max-pending", type=int, default=None,
                         help="at most this many candidates wait for placement (default: the pool factor)")
     parser.add_argument("-o", "--output", default="sim.json",
@@ -81,8 +85,9 @@ def paths(args: argparse.Namespace):
     if args.plot:
         outputs += [Output(_plot_path(out, suffix), "simulation plot", lambda p: p.suffix == ".png")
                     for suffix in ("_util.png", "_gantt.png")]
-    inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve, args.campaign, args.dataset, args.learn_from)
-                   if p)
+    costs = args.rank0_costs if args.rank0_costs not in ("measured", "none") else None
+    inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve, args.campaign, args.dataset, args.learn_from,
+                                     costs) if p)
     return CommandPaths(inputs=inputs, outputs=tuple(outputs))
 
 
@@ -104,6 +109,22 @@ def _trials_line(result) -> str:
     return format_summary(summarize(result.state)).splitlines()[0]
 
 
+def _rank0_costs(word: str, slots: int):
+    """What rank 0's events cost (None: ``none``, rank 0 is free)."""
+    from pathlib import Path
+
+    from scheduler.simulator.rank0 import MEASURED, Rank0Costs
+
+    from hydragnn_ensemble.cli import UserError
+
+    if word == "none":
+        return None
+    try:
+        return Rank0Costs.read(MEASURED if word == "measured" else Path(word), slots)
+    except ValueError as exc:
+        raise UserError(f"--rank0-costs: {exc}") from None
+
+
 def _print_summary(result, out) -> None:
     """The trials line ``report`` would print, then the placement figures."""
     print(_trials_line(result))
@@ -112,6 +133,10 @@ def _print_summary(result, out) -> None:
     print(f"{s['policy']}: U {100 * s['utilisation']:.1f}%, makespan {s['makespan_s'] / 3600:.2f} h "
           f"(/LB {s['makespan_over_lb']:.3f}), decision p99 {s['decision_latency_ms']['p99']:.3f} ms"
           + (f", {shared} attempts on shared GPUs" if shared else "") + f" -> {out}")
+    rank0 = s["rank0"]
+    if rank0["charged"]:
+        print(f"rank 0: busy {100 * rank0['busy_fraction']:.1f}% of the campaign, reports waited p99 "
+              f"{rank0['lag_s']['p99']:.3g} s, max {rank0['lag_s']['max']:.3g} s ({rank0['costs']['source']})")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -180,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
                                        args.seed, target_seconds=args.target_duration, space=args.space,
                                        time_limit_s=limit, cost_model=make_cost_model(args.gpus_per_node, args.graphs),
                                        packing=sharing.packing(args.trials / (args.nodes * args.gpus_per_node)))
-        config = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, graphs=args.graphs, policy=args.policy,
+        config = SimConfig(rank0_costs=_rank0_costs(args.rank0_costs, args.nodes * args.gpus_per_node),
+                           nodes=args.nodes, gpus_per_node=args.gpus_per_node, graphs=args.graphs, policy=args.policy,
                            block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
                            max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error,
