@@ -78,17 +78,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+#: from this many slots on, ``optimizer.own_process: auto`` runs the optimizer in its own process
+OWN_PROCESS_FROM_SLOTS = 256
+
+
 class OptimizerConfig(_Strict):
     """``optimizer:`` section: the backend (a name of :data:`hpo.optimizers.OPTIMIZERS`) and its
     library options."""
 
     name: str = "deephyper-cbo"
     options: dict[str, Any] = Field(default_factory=dict)
+    # in a process of its own (hpo.optimizer_process), off rank 0's scheduling thread: auto = from
+    # OWN_PROCESS_FROM_SLOTS slots on (where its 15-40 ms per result would fill rank 0)
+    own_process: Literal["auto"] | bool = "auto"
 
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
         return check_optimizer_name(name)
+
+    def in_own_process(self, slots: int) -> bool:
+        """Whether the optimizer runs in its own process on a machine of ``slots`` slots."""
+        return slots >= OWN_PROCESS_FROM_SLOTS if self.own_process == "auto" else bool(self.own_process)
 
 
 class ResourcesConfig(_Strict):

@@ -24,6 +24,7 @@ from hpo.campaign_dir import CampaignDir, CampaignLock, check_new, check_resumab
 from hpo.events import JournalEvent
 from hpo.journal import Journal, JournalContents, read_journal
 from hpo.journal_writer import BackgroundJournal
+from hpo.optimizer_process import OptimizerProcess
 from hpo.optimizers import Optimizer, make_optimizer
 from hpo.pool import CandidatePool
 from hpo.results_table import ResultsCsv
@@ -56,7 +57,7 @@ class CampaignSession:
     lock: CampaignLock
     journal: BackgroundJournal
     state: CampaignState
-    optimizer: Optimizer
+    optimizer: Optimizer | OptimizerProcess
     pool: CandidatePool
     to_restart: list[Unfinished]  # trials of earlier runs to start in this one (within max_trials)
     notices: list[str] = field(default_factory=list)
@@ -64,12 +65,14 @@ class CampaignSession:
 
     @classmethod
     def open(cls, config: CampaignConfig, cdir: CampaignDir, *, resume: bool, force_unlock: bool = False,
-             ask_batch: int = 64) -> "CampaignSession":
+             ask_batch: int = 64, own_process: bool = False) -> "CampaignSession":
         """Open ``cdir`` for ``config`` (see the module docstring); raises the campaign errors
-        (ValueError subclasses naming the problem) with nothing left locked."""
+        (ValueError subclasses naming the problem) with nothing left locked. ``own_process``: the
+        optimizer runs in a process of its own (:mod:`hpo.optimizer_process`)."""
         cdir.root.mkdir(parents=True, exist_ok=True)
         lock = CampaignLock(cdir.lock)
         lock.acquire(force=force_unlock)
+        optimizer: Optimizer | OptimizerProcess | None = None
         try:
             notices = [lock.notice] if lock.notice else []
             contents = cls._earlier_events(config, cdir, resume, notices)
@@ -77,9 +80,12 @@ class CampaignSession:
             cdir.trials.mkdir(exist_ok=True)
             state = CampaignState.replay(contents.events, contents.where(cdir.journal))
             runs = len(state.segments)  # the runs before this one
-            optimizer = make_optimizer(config.optimizer.name, config.space,
-                                       config.seed + RESUME_SEED_STRIDE * runs, config.optimizer.options,
-                                       num_objectives=len(config.objective_set.keys))
+            seed = config.seed + RESUME_SEED_STRIDE * runs
+            optimizer = (
+                OptimizerProcess(config.optimizer.name, config.space, seed, config.optimizer.options,
+                                 len(config.objective_set.keys), stock=ask_batch) if own_process else
+                make_optimizer(config.optimizer.name, config.space, seed, config.optimizer.options,
+                               num_objectives=len(config.objective_set.keys)))
             for params, objective in state.history():
                 optimizer.tell_past(params, objective)
             with warnings.catch_warnings():
@@ -89,6 +95,8 @@ class CampaignSession:
             return cls(cdir, config, lock, journal, state, optimizer, CandidatePool(optimizer, batch_size=ask_batch),
                        to_restart, notices)
         except BaseException:
+            if isinstance(optimizer, OptimizerProcess):
+                optimizer.close()
             lock.release()
             raise
 
@@ -127,10 +135,12 @@ class CampaignSession:
             self._results.update(self.state)
 
     def close(self) -> None:
-        """Sync and close the journal, release the lock."""
+        """Sync and close the journal, stop the optimizer's own process, release the lock."""
         try:
             self.journal.close()
         finally:
+            if isinstance(self.optimizer, OptimizerProcess):
+                self.optimizer.close()
             self.lock.release()
 
 

@@ -99,7 +99,8 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
     sharing = checked.sharing(memory_gb)  # the rule was checked against its curve when the file was loaded
     warnings = preflight(cfg, campaign_path)  # before anything is written; the agents import meanwhile
     session = CampaignSession.open(cfg, cdir, resume=resume, force_unlock=force_unlock,
-                                   ask_batch=max(1, min(64, layout.usable_slots)))
+                                   ask_batch=max(1, min(64, layout.usable_slots)),
+                                   own_process=cfg.optimizer.in_own_process(layout.usable_slots))
     try:
         make_config = trial_config_maker(cfg, cdir)
         # the cost model sizes each trial (memory first, then a target duration) and learns from
@@ -114,6 +115,9 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
                                         ranks=comm.Get_size(), slots=layout.usable_slots)])
         session.sync()
         notices = list(session.notices) + [f"warning: {w}" for w in warnings]
+        if cfg.optimizer.in_own_process(layout.usable_slots):
+            notices.append(f"optimizer {cfg.optimizer.name}: in a process of its own (pid {session.optimizer.pid}), "
+                           "off rank 0's scheduling thread")
         if sizer.notice:
             notices.append(sizer.notice)
         watch = budget_watch(cfg, sizer, stopper, layout.usable_slots)

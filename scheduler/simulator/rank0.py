@@ -9,7 +9,11 @@ then handled in one batch, as the runtime's turn receives every queued message a
 slots stay held until rank 0 has handled its exit; its processes' own times are kept. The starts of
 a step leave when it begins (the runtime sends them in batches of 512 as they are placed). The
 per-event costs are medians on the measuring machine at the nearest measured machine size; their
-run-to-run spread on a shared 2-core machine is about 2x.
+run-to-run spread on a shared 2-core machine is about 2x. A start is charged a first-wave start
+(its candidate and a spare sized, placed, journaled, sent) and an end what the measured end and
+next start cost beyond that (never less than 0): a steady-state trial is charged at least its
+measured end + start, up to 1.6x more at 1,024 slots where a first-wave start costs more than a
+steady-state end and start together.
 """
 
 from __future__ import annotations

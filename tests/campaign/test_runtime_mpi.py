@@ -35,12 +35,17 @@ from scheduler.runtime.launch import device_binding, trial_argv
 pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("backend", ["random", "optuna-tpe", "deephyper-cbo"])
-def test_campaign_completes_with_each_backend(tmp_path: Path, backend: str) -> None:
-    campaign = write_campaign(tmp_path, optimizer={"name": backend}, max_trials=8, sleep_s=0.1)
+@pytest.mark.parametrize("backend,own_process", [("random", False), ("optuna-tpe", False),
+                                                 ("deephyper-cbo", False), ("deephyper-cbo", True)])
+def test_campaign_completes_with_each_backend(tmp_path: Path, backend: str, own_process: bool) -> None:
+    """Each backend on rank 0's thread, and DeepHyper in a process of its own (hpo.optimizer_process:
+    no MPI there, under mpiexec)."""
+    campaign = write_campaign(tmp_path, optimizer={"name": backend, "own_process": own_process}, max_trials=8,
+                              sleep_s=0.1)
     out = tmp_path / "out"
     proc = run_hpo(campaign, out, ranks=4)
     assert proc.returncode == 0, proc.stderr
+    assert (f"hpo: optimizer {backend}: in a process of its own" in proc.stderr) == own_process
     evs = events(out)
     assert [e["event"] for e in evs][0] == "campaign_started"
     assert evs[0]["ranks"] == 4 and evs[0]["slots"] == 3 and evs[0]["resume"] is False

@@ -93,7 +93,7 @@ def test_freeze_and_resume_check(campaign_files, tmp_path):
     freeze(config, campaign_dir)
     frozen = yaml.safe_load((campaign_dir / "campaign.yaml").read_text())
     assert frozen["dataset"] == str((tmp_path / "data.bp").resolve())
-    assert frozen["optimizer"] == {"name": "deephyper-cbo", "options": {}}
+    assert frozen["optimizer"] == {"name": "deephyper-cbo", "options": {}, "own_process": "auto"}
     assert json.loads((campaign_dir / "base_config.json").read_text())["NeuralNetwork"]["Architecture"]["hidden_dim"] == 64
     check_unchanged(load_campaign(path), campaign_dir)  # same campaign: fine
 
