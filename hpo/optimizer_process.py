@@ -100,6 +100,14 @@ class OptimizerProcess:
         self._request(self.stock)
         return out
 
+    def available(self, n: int) -> list[Suggestion]:
+        """Up to ``n`` suggestions ready now, never waiting (rank 0's loop keeps pumping messages
+        while the process makes more); what was taken is asked to be made again."""
+        self._receive(block=False)
+        out = [self._ready.popleft() for _ in range(min(n, len(self._ready)))]
+        self._request(max(self.stock, n - len(out)))
+        return out
+
     def tell(self, suggestion_id: int, objective: Objective, stopped_after: int | None = None) -> None:
         self._send(("tell", suggestion_id, objective, stopped_after))
 
@@ -120,11 +128,13 @@ class OptimizerProcess:
 
     # -- the pipe ------------------------------------------------------------------------------
     def _request(self, wanted: int) -> None:
-        """Ask for enough that ``wanted`` are ready or on their way."""
+        """Ask for enough that ``wanted`` are ready or on their way, in batches of at least
+        ``stock`` (a batched optimizer, DeepHyper's CBO, pays one acquisition per batch)."""
         missing = wanted - len(self._ready) - self._asked
         if missing > 0:
-            self._send(("ask", missing))
-            self._asked += missing
+            batch = max(missing, self.stock)
+            self._send(("ask", batch))
+            self._asked += batch
 
     def _send(self, message: tuple) -> None:
         self._receive(block=False)
