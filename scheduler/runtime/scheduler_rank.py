@@ -215,9 +215,9 @@ class SchedulerRank(LoopActions):
 
     def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
         self._parts[rt.spec.trial_id] = {}
+        self.usage.started(rt)
         if sent_ahead is not None:
             return  # its agent started it when the trial before it exited
-        self.usage.started(rt)
         self._send_start(rt.spec, rt.slots, after=None)
         if len(self._pending_starts) >= self.start_batch:
             self._commit()  # this start's journal line (the loop made it first) goes with it
@@ -422,7 +422,7 @@ class SchedulerRank(LoopActions):
     def _snapshot(self, now: float) -> ProgressSnapshot:
         elapsed = now - self.t_go
         running = self.loop.book.running.values()
-        busy, slots_used = self.usage.now(running, now)
+        busy, slots_used = self.usage.now(now)
         total = self.layout.usable_slots
         util = min(1.0, busy / (elapsed * total)) if elapsed > 0 else 0.0  # agents' clocks may run ahead
         out = self.loop.outcomes
