@@ -4,7 +4,8 @@ real journal (in a temporary directory), the random optimizer and the cost-model
 replaced by a transport that pickles every message it sends (what mpi4py does) and hands back the
 agents' reports the bench makes. CPU time of rank 0's thread per event:
 
-- ``first wave``: the first turn on an idle machine (every slot gets a 1-slot trial), per start;
+- ``first wave``: the first turn on an idle machine (every slot gets a 1-slot trial), per start,
+  and when its first start message left (wall);
 - ``epoch report``: a running trial's epoch (handler, stopper, re-estimate, journal), per report;
 - ``end + start``: a trial's exit and the next trial started on its slot, per trial.
 
@@ -38,10 +39,13 @@ class PicklingTransport:
     def __init__(self) -> None:
         self.inbox: list[Any] = []
         self.sent: list[Any] = []
+        self.first_send: float | None = None  # perf_counter of the first message sent
 
     def send(self, dest: int, tag: int, message: Any) -> None:
         pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         self.sent.append(message)
+        if self.first_send is None:
+            self.first_send = time.perf_counter()
 
     def receive(self) -> list[Any]:
         got, self.inbox = self.inbox, []
@@ -110,7 +114,9 @@ def measure(nodes: int, stopper: str, reports: int, ends: int, rounds: int) -> d
     with tempfile.TemporaryDirectory() as tmp:
         sched, session, transport, clock = _rank0(Path(tmp), nodes, stopper)
         try:
+            t0 = time.perf_counter()
             first = _cpu(lambda: sched.turn(clock[0]))
+            first_message_s = (transport.first_send or t0) - t0
             running = list(sched.loop.book.running.values())
             starts = len(running)
             epoch = {rt.spec.trial_id: 0 for rt in running}
@@ -140,6 +146,7 @@ def measure(nodes: int, stopper: str, reports: int, ends: int, rounds: int) -> d
         finally:
             session.close()
     return {"slots": nodes * SLOTS_PER_NODE, "first_wave_per_start_s": first / max(1, starts), "first_wave_s": first,
+            "first_message_s": first_message_s,
             "epoch_report_s": statistics.median(per_report), "end_and_start_s": statistics.median(per_end)}
 
 
@@ -154,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = [measure(n, args.stopper, args.reports, args.ends, args.rounds) for n in args.nodes]
     print(f"rank 0's CPU per event ({args.stopper}; medians of {args.rounds} rounds)")
-    print(f"{'slots':>7} {'first wave':>11} {'per start':>10} {'epoch report':>13} {'end + start':>12}")
+    print(f"{'slots':>7} {'first wave':>11} {'first sent':>11} {'per start':>10} {'epoch report':>13} {'end + start':>12}")
     for row in rows:
-        print(f"{row['slots']:>7,} {row['first_wave_s']:>10.1f}s {1e6 * row['first_wave_per_start_s']:>8.0f}us "
+        print(f"{row['slots']:>7,} {row['first_wave_s']:>10.1f}s {row['first_message_s']:>10.2f}s "
+              f"{1e6 * row['first_wave_per_start_s']:>8.0f}us "
               f"{1e6 * row['epoch_report_s']:>11.0f}us {1e6 * row['end_and_start_s']:>10.0f}us")
     if args.out is not None:
         args.out.write_text(json.dumps({"stopper": args.stopper, "rows": rows}, indent=1))

@@ -60,6 +60,9 @@ from scheduler.sizing import SizedTrial, TrialSizer
 #: waiting trials sized again per turn after the cost model learnt (a whole pass at 65,536 waiting
 #: trials is seconds of rank 0's time: spread over turns, it never stalls the message pump)
 REPRICE_PER_TURN = 512
+#: candidates taken and sized before placement runs again within one fill: the first starts of a
+#: 65,536-slot wave leave after about a thousand candidates are sized, not after all of them
+TOP_UP_CHUNK = 1024
 
 
 class PlacementStuckError(RuntimeError):
@@ -230,8 +233,12 @@ class CampaignLoop:
         an idle cluster."""
         if self.stop_reason is not None:
             return 0
-        self._top_up(now, source)
-        busy = self.start_waiting(now)
+        busy = 0
+        while True:
+            added = self._top_up(now, source, TOP_UP_CHUNK)
+            busy += self.start_waiting(now)
+            if added < TOP_UP_CHUNK or self.stop_reason is not None:
+                break
         for queued, before in self.book.send_ahead(now):
             self.actions.send_ahead(queued, before)
             busy += 1
@@ -253,7 +260,8 @@ class CampaignLoop:
                 f"{book.pool.slots_per_node} slots ({book.pool.free_slots} free)")
         return busy
 
-    def _top_up(self, now: float, source: CandidateSource) -> None:
+    def _top_up(self, now: float, source: CandidateSource, limit: int) -> int:
+        """Take and size up to ``limit`` candidates toward the waiting target; returns how many."""
         # never fewer than a node's worth even when every slot is busy: slots freed later are filled
         # from the waiting ones at once (before the optimizer is asked again), and placement still
         # has a choice of sizes to pack with
@@ -265,12 +273,14 @@ class CampaignLoop:
         budget = rules.max_trials - (self.outcomes.finished + self.book.open_trials)
         if budget <= 0 and rules.fill_tail:
             self._fill_tail(now, source)
-            return
-        n = min(target - len(self.book.waiting), budget)
+            return 0
+        n = min(target - len(self.book.waiting), budget, limit)
         if n <= 0:
-            return
-        for candidate in source.take(n):
+            return 0
+        taken = source.take(n)
+        for candidate in taken:
             self._submit(candidate, self.sizer.choose(candidate.params), now)
+        return len(taken)
 
     def _submit(self, candidate: Candidate, sized: SizedTrial, now: float, extra: bool = False) -> None:
         spec = TrialSpec(self.next_trial_id, dict(candidate.params), size=sized.slots,
