@@ -134,7 +134,7 @@ CURVE_LIMIT = 1e100
 def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
     """The learning curves the trials reported (validation objective per epoch), a stopped trial's
     ending in a cross, the best trial's bold; False (nothing written) when no trial reported any."""
-    curves = [(r, r.last_attempt.curve) for r in state.trials.values() if r.last_attempt and r.last_attempt.curve]
+    curves = [(r, r.curve) for r in state.trials.values() if r.curve]
     if not curves:
         return False
     plt = pyplot()
