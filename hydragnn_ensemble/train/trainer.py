@@ -442,13 +442,15 @@ class Trainer:
         elif self.scheduler is not None:
             self.scheduler.step()
         patience_out = stopper is not None and stopper.step(objective)
-        written += self._save_state(epoch + 1, best, stopper)
+        state_s = self._save_state(epoch + 1, best, stopper)
+        written += state_s
         self.checkpoint_s.append(written)
         stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
         self.history.append(stats)
         self.log.write(
             f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
-            f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s checkpoint_time {written:.3f}s "
+            f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s checkpoint_time {written:.4f}s "
+            f"(state {state_s:.4f}s) "
             f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
         self.channel.report(epoch + 1, objective, errors, self.elapsed_before + self.budget.elapsed,
                             stats.epoch_time_s, t_train)
