@@ -13,7 +13,20 @@ or unreadable file, is ignored with one line in train.log, and training starts f
 A trial that ends by itself (completed, early-stopped, stopped by the campaign, timeout, diverged)
 removes its state once its result.json is written: a finished trial's directory keeps its best
 checkpoint only, and training it again into the same directory starts afresh. A trial that fails
-with an exception keeps it (a retry resumes).
+with an exception keeps it (a retry resumes). Each attempt gets the trial's whole time budget.
+
+What is bit-identical: on the same device, world size and thread count, a resumed run ends with the
+same weights, objective and metrics as an uncut one (``tests/core/test_resume.py``): the training
+batches of an epoch are a function of (seed, epoch) alone (:func:`hydragnn_ensemble.train.batches.
+epoch_plan`), so there is no loader state to restore, and the optimizer, the LR schedule, the
+patience counter and every random generator are restored exactly. A resume on another world size
+(an out-of-memory retry on more slots) or another kind of device continues the same training but
+sums the gradients in another order (not bit-identical, equal to rounding); so do GPU kernels that
+are not deterministic. The part of the epoch in progress at the cut is trained again. An epoch whose
+state was written but whose report the campaign had not journaled yet is not: the re-run's first
+report is the epoch after the state's, so the journal's curve skips that one epoch, and no epoch is
+ever reported twice. The train.log and progress.jsonl of the cut attempt are its own (the campaign
+moves them aside); ``elapsed_s`` in progress.jsonl goes on from the state's.
 """
 
 from __future__ import annotations
