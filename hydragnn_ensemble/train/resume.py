@@ -87,11 +87,6 @@ def remove_state(run_dir: Path) -> None:
             pass
 
 
-def cpu_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Detached CPU tensors of ``state_dict``."""
-    return {k: v.detach().cpu() for k, v in state_dict.items()}
-
-
 class Undo:
     """What a failed resume gives back: the weights, optimizer, LR schedule and random generators
     as they were before it began."""

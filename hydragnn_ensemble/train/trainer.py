@@ -53,7 +53,7 @@ from hydragnn_ensemble.train.data import (FieldSelection, GraphSource, PreparedD
 from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
-from hydragnn_ensemble.train.resume import StateFile, Undo, apply_state, cpu_weights, remove_state
+from hydragnn_ensemble.train.resume import StateFile, Undo, apply_state, remove_state
 from hydragnn_ensemble.train.training_state import StateIdentity, TrainingState, capture_rng
 
 DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
@@ -120,7 +120,7 @@ class _Best:
     def to_state(self, last_epoch: int) -> dict[str, Any]:
         """For the training state written after (0-based) ``last_epoch``: its weights are left out
         (None) when the best epoch is that one, whose weights the state holds anyway."""
-        weights = None if self.state is None or self.epoch == last_epoch else cpu_weights(self.state)
+        weights = None if self.state is None or self.epoch == last_epoch else self.state
         return {"epoch": self.epoch, "objective": self.objective, "state_dict": weights,
                 "val_errors": {h: list(v) for h, v in self.val_errors.items()},
                 "val_per_atom": dict(self.val_per_atom)}
@@ -323,7 +323,7 @@ class Trainer:
         if not self.state_file.writes:
             return 0.0
         state = TrainingState(
-            self.state_file.identity, epochs_done, cpu_weights(self.model.state_dict()), self.optimizer.state_dict(),
+            self.state_file.identity, epochs_done, self.model.state_dict(), self.optimizer.state_dict(),
             self.scheduler.state_dict() if self.scheduler is not None else None, capture_rng(self.device),
             best.to_state(epochs_done - 1),
             {"best": stopper.best, "bad_epochs": stopper.bad_epochs} if stopper is not None else None,

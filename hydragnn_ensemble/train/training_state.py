@@ -7,7 +7,8 @@ leave a torn file, which is then refused on reading and ignored). Every rank rea
 with ``torch.load(..., weights_only=True)``. The file is a plain dict of tensors, dicts, lists,
 strings and numbers:
 
-``format``, ``version``; ``identity`` (what it belongs to, :class:`StateIdentity`: the trial
+``format``, ``version``; ``tensors`` (the small tensors of the fields below, packed into a few:
+:mod:`hydragnn_ensemble.train.tensor_pack`); ``identity`` (what it belongs to, :class:`StateIdentity`: the trial
 directory's name and JSON texts of the config, the model spec and the data the trial trains on);
 ``epoch`` (epochs finished, from 1); ``model`` (state dict); ``optimizer`` and ``scheduler`` (their
 state dicts; ``scheduler`` None without an LR schedule); ``rng`` (torch CPU, the trial's CUDA device
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from hydragnn_ensemble.train.checkpoint import describe_load_failure
+from hydragnn_ensemble.train.tensor_pack import pack, unpack
 from hydragnn_ensemble.untrusted_files import open_regular
 
 FORMAT = "hydragnn-ensemble-training-state"
@@ -88,9 +90,9 @@ class TrainingState:
     inference_ms: list[float] = field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["identity"] = self.identity.to_dict()
-        return {"format": FORMAT, "version": VERSION, **out}
+        """The file's dict: the small tensors packed into a few (:mod:`tensor_pack`)."""
+        body, tensors = pack({f.name: getattr(self, f.name) for f in fields(self) if f.name != "identity"})
+        return {"format": FORMAT, "version": VERSION, "identity": self.identity.to_dict(), "tensors": tensors, **body}
 
     @classmethod
     def from_payload(cls, payload: Any) -> "TrainingState":
@@ -103,6 +105,14 @@ class TrainingState:
         if not isinstance(identity, dict) or not all(isinstance(identity.get(f.name), str)
                                                      for f in fields(StateIdentity)):
             raise TrainingStateError("its identity is malformed")
+        tensors = payload.get("tensors")
+        if not isinstance(tensors, dict) or not isinstance(tensors.get("metas"), list) or not isinstance(
+                tensors.get("data"), dict):
+            raise TrainingStateError("its packed tensors are malformed")
+        try:
+            payload = unpack({k: v for k, v in payload.items() if k not in ("identity", "tensors")}, tensors)
+        except ValueError as exc:
+            raise TrainingStateError(str(exc)) from None
         _expect(payload, "epoch", int, lambda v: v >= 1)
         _expect(payload, "model", dict, lambda v: all(isinstance(t, Tensor) for t in v.values()))
         _expect(payload, "optimizer", dict, lambda v: "state" in v and "param_groups" in v)

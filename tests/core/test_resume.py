@@ -17,6 +17,7 @@ from hydragnn_ensemble.config import config_from_dict
 from hydragnn_ensemble.result import TrialResult
 from hydragnn_ensemble.train import train_trial
 from hydragnn_ensemble.train.progress import EpochChannel
+from hydragnn_ensemble.train.tensor_pack import PACK_BELOW, pack, unpack
 from hydragnn_ensemble.train.training_state import (StateIdentity, TrainingState, TrainingStateError, capture_rng,
                                                     read_training_state, restore_rng, write_training_state)
 
@@ -106,6 +107,27 @@ def test_the_state_round_trips(tmp_path):
         "it belongs to trial directory '7', not '8'")
     assert StateIdentity.of("7", {"a": [1, 3]}, {"hidden": 8}, {"splits": {"trainset": 10}}).mismatch(identity) == (
         "it was written for another config")
+
+
+def test_small_tensors_are_packed_into_one_per_dtype_and_come_back(tmp_path):
+    big = torch.arange(PACK_BELOW, dtype=torch.float32)
+    obj = {"w": torch.randn(3, 4), "step": torch.tensor(7.0), "ids": torch.arange(5), "big": big,
+           "groups": [{"betas": (0.9, 0.999), "params": [0, 1]}], "rng": torch.zeros(4, dtype=torch.uint8),
+           "none": None, "nested": (torch.ones(2, dtype=torch.float64), "text")}
+    skeleton, packed = pack(obj)
+    assert sorted(packed["data"]) == ["float32@cpu", "float64@cpu", "int64@cpu", "uint8@cpu"]
+    torch.save({"s": skeleton, "p": packed}, tmp_path / "x.pt")
+    loaded = torch.load(tmp_path / "x.pt", weights_only=True)
+    back = unpack(loaded["s"], loaded["p"])
+    assert back["groups"] == obj["groups"] and back["none"] is None and back["nested"][1] == "text"
+    for key in ("w", "step", "ids", "big", "rng"):
+        assert back[key].dtype == obj[key].dtype and torch.equal(back[key], obj[key])
+    assert torch.equal(back["nested"][0], obj["nested"][0])
+    back["w"].add_(1.0)  # independent tensors, not views of one buffer
+    assert torch.equal(back["step"], obj["step"])
+    packed["metas"][0][1] = 10**6
+    with pytest.raises(ValueError, match="outside its group"):
+        unpack(skeleton, packed)
 
 
 def test_a_cut_trial_resumes_after_its_last_epoch_and_ends_bit_identical(tmp_path, dataset, uncut):
