@@ -335,11 +335,15 @@ class Trainer:
         of a data-parallel trial reads it; they resume only if all read the same epoch); the epoch
         to start at (0: from scratch, with one line in train.log saying why a state was ignored)."""
         state, why = self.state_file.load()
-        undo, note = None, None
+        undo, note, restored = None, None, _Best()
         if state is not None:
             undo = Undo(self.model, self.optimizer, self.scheduler, self.device)
             try:
                 note = apply_state(state, self.model, self.optimizer, self.scheduler, self.device)
+                restored.restore(state.best, state.model)
+                patience = state.early_stopping if stopper is not None else None
+                patience = (float(patience["best"]), int(patience["bad_epochs"])) if patience is not None else None
+                inference_ms = [float(v) for v in state.inference_ms]
             except Exception as exc:  # a state that passed the identity check but does not load
                 undo()
                 state, why = None, f"it does not fit this trial's model or optimizer ({_one_line(exc)})"
@@ -355,11 +359,11 @@ class Trainer:
             if why is not None:
                 self.log.write(f"{STATE_NAME} ignored: {why}; training starts from epoch 0")
             return 0
-        best.restore(state.best, state.model)
-        if stopper is not None and state.early_stopping is not None:
-            stopper.best, stopper.bad_epochs = float(state.early_stopping["best"]), int(state.early_stopping["bad_epochs"])
+        best.__dict__.update(restored.__dict__)
+        if patience is not None:
+            stopper.best, stopper.bad_epochs = patience
         self.elapsed_before, self.budget.reserve_s = float(state.elapsed_s), float(state.reserve_s)
-        self.inference_ms = [float(v) for v in state.inference_ms]
+        self.inference_ms = inference_ms
         self._save(best)  # the best checkpoint agrees with the state (a cut may come between the two writes)
         self.log.write(f"resumed from {STATE_NAME} after {state.epoch} epoch(s): weights, optimizer, LR schedule, "
                        f"random generators and best epoch {best.epoch} restored; training continues at epoch "

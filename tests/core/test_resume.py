@@ -181,6 +181,18 @@ def test_a_torn_state_is_ignored_with_a_line_in_the_log(tmp_path, dataset, uncut
     assert "training_state.pt ignored: not a readable training state" in (run_dir / "train.log").read_text()
 
 
+def test_a_state_that_does_not_load_is_undone_and_ignored(tmp_path, dataset, uncut):
+    run_dir = tmp_path / "unfit"
+    assert train(dataset, run_dir, cut_after=2) is None
+    state = read_training_state(run_dir / STATE)
+    state.best = {"val_errors": {}}  # readable, its own identity, but not a state the trainer wrote
+    write_training_state(run_dir / STATE, state)
+    result = train(dataset, run_dir)
+    assert result.resumed_from is None and result.objective == uncut[1].objective  # as if never cut
+    assert "training_state.pt ignored: it does not fit this trial's model or optimizer (KeyError" in (
+        run_dir / "train.log").read_text()
+
+
 def test_a_failed_trial_keeps_its_state_for_the_retry(tmp_path, dataset):
     run_dir = tmp_path / "failed"
     assert train(dataset, run_dir, cut_after=2) is None
