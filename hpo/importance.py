@@ -235,8 +235,7 @@ def shortfall_note(state: CampaignState) -> str:
     text = (f"Too few completed trials for an importance estimate: it needs at least {MIN_TRIALS} completed "
             f"trials (completed, or timed out with an objective) and this campaign has {completed}.")
     if any(r.status == TrialStatus.STOPPED for r in state.finished):
-        curves = sum(1 for r in state.finished if r.status in (*complete, TrialStatus.STOPPED)
-                     and r.last_attempt is not None and r.last_attempt.curve)
+        curves = sum(1 for r in state.finished if r.status in (*complete, TrialStatus.STOPPED) and r.curve)
         text += (f" Counting the trials stopped early, at an epoch at least {MIN_TRIALS} trials reached, needs "
                  f"{MIN_TRIALS} trials that reported epochs: {curves} did.")
     return text

@@ -111,7 +111,7 @@ def frozen_trials(state: CampaignState, space: SearchSpace) -> list[Any]:
                 record.objective_values is not None else None
         if state_ == TrialState.COMPLETE and value is None and values is None:
             state_ = TrialState.FAIL
-        curve = {int(e): float(v) for e, v in last.curve if v is not None}
+        curve = {int(e): float(v) for e, v in record.curve if v is not None}
         number = len(out)
         out.append(FrozenTrial(
             number=number, state=state_, value=value, values=values,

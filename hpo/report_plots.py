@@ -134,8 +134,8 @@ CURVE_LIMIT = 1e100
 def plot_curves(state: CampaignState, path: str | os.PathLike) -> bool:
     """The learning curves the trials reported (validation objective per epoch), a stopped trial's
     ending in a cross, the best trial's bold; False (nothing written) when no trial reported any."""
-    curves = [(r, r.last_attempt.curve) for r in state.trials.values() if r.last_attempt
-              and any(v is not None and abs(v) <= CURVE_LIMIT for _, v in r.last_attempt.curve)]
+    curves = [(r, r.curve) for r in state.trials.values()
+              if any(v is not None and abs(v) <= CURVE_LIMIT for _, v in r.curve)]
     if not curves:  # no epoch reported a value (a simulated campaign without learning curves)
         return False
     plt = pyplot()

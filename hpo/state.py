@@ -123,6 +123,19 @@ class TrialRecord:
         return None if last is None else last.result
 
     @property
+    def curve(self) -> list[tuple[int, float | None]]:
+        """The trial's learning curve over its attempts, ``(epoch, campaign objective)``: an
+        attempt's points replace the earlier attempts' from its first epoch on, so a re-run that
+        resumed from the trial's training state continues the curve and a re-run from scratch
+        starts it again (each attempt's own points stay in :attr:`AttemptRecord.curve`)."""
+        points: list[tuple[int, float | None]] = []
+        for number in sorted(self.attempts):
+            own = self.attempts[number].curve
+            if own:
+                points = [p for p in points if p[0] < own[0][0]] + own
+        return points
+
+    @property
     def next_attempt(self) -> int:
         """Attempt number for a re-run."""
         return max(self.attempts) + 1 if self.attempts else 0

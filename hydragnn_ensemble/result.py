@@ -25,6 +25,14 @@ Schema (JSON object; every key always present, ``null`` where unknown):
 - ``inference_ms_per_graph``: what the model costs to run: the median over its epochs of the
   validation pass's milliseconds x processes per validation graph (batched, the trainer's device;
   forces included for a potential), or ``null`` (no epoch evaluated)
+- ``resumed_from``: the epochs this attempt did not train because it resumed from the trial's
+  training state written after them (``RUN_DIR/training_state.pt``; ``epochs`` and ``best_epoch``
+  count the trial's epochs over its attempts), or ``null`` when it started from scratch
+- ``state_bytes``: the size of the training state file at its last write, ``checkpoint_s_median``
+  and ``checkpoint_s_max``: the seconds per epoch this attempt spent writing checkpoints (the
+  training state, and the best checkpoint when the epoch improved); ``null`` when none was written
+
+The last four keys came later: a result.json without them reads as before (``null``).
 
 Reading is strict, because a trial program may write anything: :meth:`TrialResult.read` refuses a
 file over :data:`MAX_RESULT_BYTES`, a value of the wrong type or an unknown key (a ValueError naming
@@ -92,6 +100,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "epochs": (int,), "best_epoch": (int,), "wall_time_s": _NUMBER, "peak_memory_mb": _NUMBER,
     "slots": (int,), "device": (str,), "failure_reason": (str,), "traceback": (str,),
     "log_tail": (str,), "checkpoint": (str,), "partial_epoch": _NUMBER, "inference_ms_per_graph": _NUMBER,
+    "resumed_from": (int,), "state_bytes": (int,), "checkpoint_s_median": _NUMBER, "checkpoint_s_max": _NUMBER,
 }
 _REQUIRED = ("status",)
 _METRIC_KEYS = ("val_mae", "val_rmse", "test_mae", "test_rmse", "val_mae_per_atom", "test_mae_per_atom")
@@ -130,6 +139,10 @@ class TrialResult:
     checkpoint: str | None = None
     partial_epoch: float = 0.0
     inference_ms_per_graph: float | None = None
+    resumed_from: int | None = None  # epochs of its training state this attempt resumed after
+    state_bytes: int | None = None  # the training state file's size (its last write)
+    checkpoint_s_median: float | None = None  # seconds per epoch writing checkpoints, median and max
+    checkpoint_s_max: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -166,7 +179,8 @@ class TrialResult:
         return cls(d["status"], get("objective"), heads, get("num_parameters"), get("epochs") or 0,
                    get("best_epoch"), get("wall_time_s") or 0.0, get("peak_memory_mb"), get("slots") or 1,
                    get("device") or "cpu", get("failure_reason"), get("traceback"), get("log_tail"),
-                   get("checkpoint"), get("partial_epoch") or 0.0, get("inference_ms_per_graph"))
+                   get("checkpoint"), get("partial_epoch") or 0.0, get("inference_ms_per_graph"),
+                   get("resumed_from"), get("state_bytes"), get("checkpoint_s_median"), get("checkpoint_s_max"))
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrialResult":

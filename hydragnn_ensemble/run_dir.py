@@ -4,6 +4,9 @@
     RUN_DIR/result.json        :class:`hydragnn_ensemble.result.TrialResult` (the trainer, or the
                                campaign runtime for a process that died before writing one)
     RUN_DIR/checkpoint.pt      the best-epoch checkpoint (``result.json`` names it)
+    RUN_DIR/training_state.pt  the full training state after the last finished epoch, what a cut
+                               trial resumes from (:mod:`hydragnn_ensemble.train.resume`); a re-run
+                               in the same directory keeps it
     RUN_DIR/train.log          rank 0's log; ``train.rank<R>.log`` for the other ranks
     RUN_DIR/progress.jsonl     one JSON line per finished epoch (:mod:`hydragnn_ensemble.train.progress`)
     RUN_DIR/stop               written by a campaign to stop the trial after its current epoch
@@ -23,6 +26,7 @@ from pathlib import Path
 CONFIG_NAME = "config.json"
 RESULT_NAME = "result.json"
 CHECKPOINT_NAME = "checkpoint.pt"
+STATE_NAME = "training_state.pt"
 LOG_NAME = "train.log"
 PROGRESS_NAME = "progress.jsonl"
 STOP_NAME = "stop"
@@ -52,6 +56,10 @@ class RunDir:
     @property
     def checkpoint(self) -> Path:
         return self.root / CHECKPOINT_NAME
+
+    @property
+    def training_state(self) -> Path:
+        return self.root / STATE_NAME
 
     @property
     def progress(self) -> Path:

@@ -1,5 +1,7 @@
-"""The single-trial trainer: ``train_trial`` writes result.json, the best-epoch checkpoint and
-train.log (a trained model is loaded back by :mod:`hydragnn_ensemble.inference`)."""
+"""The single-trial trainer: ``train_trial`` writes result.json, the best-epoch checkpoint,
+train.log and, after every epoch, the training state a cut trial resumes from
+(:mod:`hydragnn_ensemble.train.resume`; a trained model is loaded back by
+:mod:`hydragnn_ensemble.inference`)."""
 
 from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
 from hydragnn_ensemble.train.checkpoint import CheckpointError

@@ -7,7 +7,9 @@ After every epoch, rank 0 of a trial appends one JSON line to ``RUN_DIR/progress
 
 (``epoch``: epochs finished, from 1; ``objective``: that epoch's validation objective; ``heads``:
 each head's validation MAE and RMSE in its unit, as in result.json, so that any campaign objective
-key reads the same number from a line as from the result; ``elapsed_s``: since the trial started;
+key reads the same number from a line as from the result; ``elapsed_s``: since the trial started,
+over its attempts (an attempt that resumed from the training state adds the seconds the state had
+trained; its first line is the epoch after the state's: epochs keep counting);
 ``epoch_s``: this epoch's seconds, ``train_s`` of them training, the rest evaluation;
 non-finite numbers are null). The campaign's agent reads new lines while the trial runs and forwards them to rank
 0. To stop the trial, the agent writes ``RUN_DIR/stop`` (its text: the reason); the trainer looks for

@@ -2,7 +2,9 @@
 
 ``train_trial(config, data, run_dir)`` trains one HydraGNN-style model on one dataset file and
 writes ``RUN_DIR/result.json`` (:class:`~hydragnn_ensemble.result.TrialResult`), the best-epoch
-checkpoint ``RUN_DIR/checkpoint.pt`` and the per-epoch log ``RUN_DIR/train.log``.
+checkpoint ``RUN_DIR/checkpoint.pt``, the per-epoch log ``RUN_DIR/train.log`` and, after every
+epoch, the full training state ``RUN_DIR/training_state.pt`` a cut trial resumes from
+(:mod:`hydragnn_ensemble.train.resume` says which runs resume; removed when the trial ends by itself).
 
 Choices (all visible in the config, see :mod:`hydragnn_ensemble.config.schema`):
 
@@ -14,6 +16,11 @@ Choices (all visible in the config, see :mod:`hydragnn_ensemble.config.schema`):
 * a non-finite loss stops the run as ``diverged``; the time budget stops it as ``timeout``; both
   keep the best epoch so far (checkpoint, objective, test metrics of the best weights);
 * any exception becomes a ``failed`` result with the traceback.
+
+After each epoch, in this order: the best checkpoint (when the epoch improved), the LR schedule's
+and the patience counter's step, the training state, then the epoch's line in train.log and
+progress.jsonl. So every epoch the campaign hears of is in the state a re-run resumes from: a
+resumed attempt's first reported epoch is the one after its state's (epochs keep counting).
 """
 
 from __future__ import annotations
@@ -38,14 +45,16 @@ from hydragnn_ensemble.infrastructure import infrastructure_cause
 from hydragnn_ensemble.result import HeadMetrics, TrialResult, TrialStatus
 from hydragnn_ensemble.train.budget import EarlyStopping, TimeBudget
 from hydragnn_ensemble.train.progress import EpochChannel
-from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME
-from hydragnn_ensemble.train.checkpoint import save_checkpoint
+from hydragnn_ensemble.run_dir import CHECKPOINT_NAME, RESULT_NAME, STATE_NAME, RunDir
+from hydragnn_ensemble.train.checkpoint import save_checkpoint, spec_to_dict
 from hydragnn_ensemble.train.batches import EvalBatches
 from hydragnn_ensemble.train.data import (FieldSelection, GraphSource, PreparedData, epoch_batches, open_source,
                                           prepare_data)
 from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
+from hydragnn_ensemble.train.resume import StateFile, Undo, apply_state, remove_state
+from hydragnn_ensemble.train.training_state import StateIdentity, TrainingState, capture_rng
 
 DIVERGENCE_CHECK_EVERY = 16  # batches between finiteness checks of the running loss (one process)
 STOP_POLL_S = 0.05  # one process: seconds of training between looks for the campaign's stop request
@@ -108,6 +117,21 @@ class _Best:
     val_errors: dict[str, tuple[float, float]] = field(default_factory=dict)
     val_per_atom: dict[str, float] = field(default_factory=dict)  # total-energy heads: MAE per atom
 
+    def to_state(self, last_epoch: int) -> dict[str, Any]:
+        """For the training state written after (0-based) ``last_epoch``: its weights are left out
+        (None) when the best epoch is that one, whose weights the state holds anyway."""
+        weights = None if self.state is None or self.epoch == last_epoch else self.state
+        return {"epoch": self.epoch, "objective": self.objective, "state_dict": weights,
+                "val_errors": {h: list(v) for h, v in self.val_errors.items()},
+                "val_per_atom": dict(self.val_per_atom)}
+
+    def restore(self, saved: dict[str, Any], weights: dict[str, torch.Tensor]) -> None:
+        """From :meth:`to_state`'s dict; ``weights``: the state's own (for a None there)."""
+        self.epoch, self.objective = saved["epoch"], float(saved["objective"])
+        self.state = saved["state_dict"] if saved["state_dict"] is not None else weights
+        self.val_errors = {h: (float(v[0]), float(v[1])) for h, v in saved["val_errors"].items()}
+        self.val_per_atom = {h: float(v) for h, v in saved["val_per_atom"].items()}
+
 
 class Trainer:
     """Trains one config on prepared data. Use :func:`train_trial` unless you need the parts."""
@@ -149,6 +173,10 @@ class Trainer:
                          if tr.mixed_precision and device.type == "cuda" else nullcontext())
         self.history: list[EpochStats] = []
         self.inference_ms: list[float] = []  # each validation pass: ms x processes per graph
+        self.state_file = StateFile(RunDir(run_dir).training_state, self._identity(), writes=self.ctx.is_main)
+        self.start_epoch = 0  # > 0: resumed from a training state after this many epochs
+        self.elapsed_before = 0.0  # seconds the trial had trained before this attempt (its state's)
+        self.checkpoint_s: list[float] = []  # each epoch: seconds writing the state and best checkpoint
 
     # construction helpers ----------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -172,6 +200,12 @@ class Trainer:
             return torch.optim.lr_scheduler.CosineAnnealingLR(
                 self.optimizer, T_max=tr.num_epoch, eta_min=tr.Optimizer.learning_rate * 0.01)
         return None
+
+    def _identity(self) -> StateIdentity:
+        """What this trial's training state must match to be resumed (:class:`StateIdentity`)."""
+        data = {"splits": {s: self.data.num_graphs(s) for s in ("trainset", "valset", "testset")},
+                "normalisation": self.data.normaliser.to_dict(), "x_stats": self.data.x_stats.to_dict()}
+        return StateIdentity.of(Path(self.run_dir).resolve().name, self.config.to_dict(), spec_to_dict(self.spec), data)
 
     @property
     def num_parameters(self) -> int:
@@ -200,7 +234,7 @@ class Trainer:
 
             loader = tqdm(loader, desc=f"epoch {epoch}", leave=False, unit="batch")
         for batch in loader:
-            if epoch == 0 and n_batches == 0:  # what the trial's start cost: process, data, first read
+            if epoch == self.start_epoch and n_batches == 0:  # what the trial's start cost: process, data, first read
                 self.log.write(f"first training batch after {self.budget.elapsed:.3f} s")
             batch = batch.to(device, non_blocking=True)
             counts = loss_fn.local_counts(batch)
@@ -264,9 +298,11 @@ class Trainer:
                 self.loss.accumulate(acc, out, batch)
         return self.pg.all_reduce_sum(acc)
 
-    def _save(self, best: _Best) -> None:
+    def _save(self, best: _Best) -> float:
+        """Write the best checkpoint (rank 0); the seconds it took."""
         if not self.ctx.is_main:
-            return
+            return 0.0
+        start = time.perf_counter()
         info: dict[str, Any] = {
             "node_feature_dim": self.data.node_feature_dim,
             "edge_dim": self.data.edge_dim,
@@ -280,6 +316,59 @@ class Trainer:
                         spec=self.spec, dataset_heads=self.dataset_heads,
                         normaliser=self.data.normaliser, data_info=info, epoch=best.epoch,
                         objective=best.objective, state_dict=best.state)
+        return time.perf_counter() - start
+
+    def _save_state(self, epochs_done: int, best: _Best, stopper: EarlyStopping | None) -> float:
+        """Write the training state after ``epochs_done`` epochs (rank 0); the seconds it took."""
+        if not self.state_file.writes:
+            return 0.0
+        state = TrainingState(
+            self.state_file.identity, epochs_done, self.model.state_dict(), self.optimizer.state_dict(),
+            self.scheduler.state_dict() if self.scheduler is not None else None, capture_rng(self.device),
+            best.to_state(epochs_done - 1),
+            {"best": stopper.best, "bad_epochs": stopper.bad_epochs} if stopper is not None else None,
+            self.elapsed_before + self.budget.elapsed, self.budget.reserve_s, list(self.inference_ms))
+        return self.state_file.write(state)
+
+    def _resume(self, best: _Best, stopper: EarlyStopping | None) -> int:
+        """Continue from the run directory's training state where it is this trial's (every rank
+        of a data-parallel trial reads it; they resume only if all read the same epoch); the epoch
+        to start at (0: from scratch, with one line in train.log saying why a state was ignored)."""
+        state, why = self.state_file.load()
+        undo, note, restored = None, None, _Best()
+        if state is not None:
+            undo = Undo(self.model, self.optimizer, self.scheduler, self.device)
+            try:
+                note = apply_state(state, self.model, self.optimizer, self.scheduler, self.device)
+                restored.restore(state.best, state.model)
+                patience = state.early_stopping if stopper is not None else None
+                patience = (float(patience["best"]), int(patience["bad_epochs"])) if patience is not None else None
+                inference_ms = [float(v) for v in state.inference_ms]
+            except Exception as exc:  # a state that passed the identity check but does not load
+                undo()
+                state, why = None, f"it does not fit this trial's model or optimizer ({_one_line(exc)})"
+        if self.ctx.is_distributed:
+            mine = float(state.epoch) if state is not None else 0.0
+            hi, neg_lo = self.pg.all_reduce_max(torch.tensor([mine, -mine], dtype=torch.float64,
+                                                             device=self.device)).tolist()
+            if hi != -neg_lo and state is not None:
+                undo()
+            if hi != -neg_lo:
+                state, why = None, "the trial's processes did not all read the same state"
+        if state is None:
+            if why is not None:
+                self.log.write(f"{STATE_NAME} ignored: {why}; training starts from epoch 0")
+            return 0
+        best.__dict__.update(restored.__dict__)
+        if patience is not None:
+            stopper.best, stopper.bad_epochs = patience
+        self.elapsed_before, self.budget.reserve_s = float(state.elapsed_s), float(state.reserve_s)
+        self.inference_ms = inference_ms
+        self._save(best)  # the best checkpoint agrees with the state (a cut may come between the two writes)
+        self.log.write(f"resumed from {STATE_NAME} after {state.epoch} epoch(s): weights, optimizer, LR schedule, "
+                       f"random generators and best epoch {best.epoch} restored; training continues at epoch "
+                       f"{state.epoch}" + (f" ({note})" if note else ""))
+        return state.epoch
 
     # the loop -----------------------------------------------------------------------------------
     def fit(self) -> TrialResult:
@@ -290,8 +379,12 @@ class Trainer:
         self.log.write(f"model {self.spec.mpnn_type}: {self.num_parameters} parameters; heads "
                        f"{self.spec.heads.names}; {self.data.num_graphs('trainset')}/{n_val}/{n_test} "
                        f"train/val/test graphs; {self.ctx.world_size} process(es) on {self.device}")
-        status, reason, epochs_done, partial = TrialStatus.COMPLETED, None, 0, 0.0
-        for epoch in range(tr.num_epoch):
+        start = self.start_epoch = self._resume(best, stopper)
+        status, reason, epochs_done, partial = TrialStatus.COMPLETED, None, start, 0.0
+        if start > 0 and stopper is not None and stopper.bad_epochs >= tr.patience:  # written as it stopped
+            self.log.write(f"early stopping after epoch {start - 1}: no improvement in {tr.patience} epochs")
+            start = tr.num_epoch
+        for epoch in range(start, tr.num_epoch):
             t0 = self.budget.now()
             run = self.train_epoch(epoch)
             train_loss, graphs = run.loss, run.graphs
@@ -319,8 +412,7 @@ class Trainer:
                 status, reason = TrialStatus.DIVERGED, f"non-finite validation loss in epoch {epoch}"
                 self.log.write(f"epoch {epoch}: {reason}; stopping")
                 break
-            self._record_epoch(epoch, best, acc, objective, train_loss, t_train, t0, graphs)
-            if stopper is not None and stopper.step(objective):
+            if self._record_epoch(epoch, best, acc, objective, train_loss, t_train, t0, graphs, stopper):
                 self.log.write(f"early stopping after epoch {epoch}: no improvement in {tr.patience} epochs")
                 break
             # a stop that arrives after the last epoch changes nothing: the trial completed its budget
@@ -336,28 +428,37 @@ class Trainer:
         return self._finish(best, status, reason, epochs_done, partial)
 
     def _record_epoch(self, epoch: int, best: _Best, acc: torch.Tensor, objective: float, train_loss: float,
-                      t_train: float, t0: float, graphs: int) -> None:
-        """Keep the best weights, log the epoch, report it to the campaign, step the LR schedule."""
+                      t_train: float, t0: float, graphs: int, stopper: EarlyStopping | None) -> bool:
+        """Keep the best weights, step the LR schedule and the patience counter, write the training
+        state, then log the epoch and report it to the campaign; True when patience ran out."""
         lr = self.optimizer.param_groups[0]["lr"]
         improved = objective < best.objective
         errors = self.loss.head_errors(acc)
+        written = 0.0
         if improved:
             best.epoch, best.objective = epoch, objective
             best.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             best.val_errors = errors
             best.val_per_atom = self.loss.per_atom_errors(acc)
-            self._save(best)
-        stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
-        self.history.append(stats)
-        self.log.write(
-            f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
-            f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s "
-            f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
-        self.channel.report(epoch + 1, objective, errors, self.budget.elapsed, stats.epoch_time_s, t_train)
+            written += self._save(best)
         if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             self.scheduler.step(objective)
         elif self.scheduler is not None:
             self.scheduler.step()
+        patience_out = stopper is not None and stopper.step(objective)
+        state_s = self._save_state(epoch + 1, best, stopper)
+        written += state_s
+        self.checkpoint_s.append(written)
+        stats = EpochStats(epoch, train_loss, objective, lr, t_train, self.budget.now() - t0, graphs)
+        self.history.append(stats)
+        self.log.write(
+            f"epoch {epoch} train_loss {train_loss:.6g} val_loss {objective:.6g} lr {lr:.3g} "
+            f"train_time {t_train:.3f}s epoch_time {stats.epoch_time_s:.3f}s checkpoint_time {written:.4f}s "
+            f"(state {state_s:.4f}s) "
+            f"best {best.objective:.6g} (epoch {best.epoch}){' *' if improved else ''}")
+        self.channel.report(epoch + 1, objective, errors, self.elapsed_before + self.budget.elapsed,
+                            stats.epoch_time_s, t_train)
+        return patience_out
 
     def _campaign_stop(self, epochs_done: int) -> str | None:
         """The campaign's reason to stop now (``RUN_DIR/stop``), agreed by every rank; None to go on.
@@ -405,6 +506,10 @@ class Trainer:
             checkpoint=CHECKPOINT_NAME if best.state is not None else None,
             partial_epoch=round(partial, 4),
             inference_ms_per_graph=float(statistics.median(self.inference_ms)) if self.inference_ms else None,
+            resumed_from=self.start_epoch or None,
+            state_bytes=self.state_file.bytes,
+            checkpoint_s_median=float(statistics.median(self.checkpoint_s)) if self.checkpoint_s else None,
+            checkpoint_s_max=max(self.checkpoint_s, default=None),
         )
 
 
@@ -545,4 +650,6 @@ def train_trial(
     if ctx.is_main:
         result.log_tail = result.log_tail or (log.tail_text() if result.status == TrialStatus.FAILED else None)
         result.write(run_dir / RESULT_NAME)
+        if result.status != TrialStatus.FAILED:  # ended by itself: nothing to resume (a failure keeps it)
+            remove_state(run_dir)
     return result

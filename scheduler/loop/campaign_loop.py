@@ -19,6 +19,13 @@ node-level failures in a row is drained, :class:`scheduler.node_health.NodeHealt
 trial placement grew checkpointed at an epoch boundary and continues on more slots),
 :meth:`CampaignLoop.unqueued` (a trial sent ahead came back) and :meth:`CampaignLoop.stop`.
 
+A re-run of a trial (after a restart of the campaign, or a retry) may resume from the trial's
+training state (:mod:`hydragnn_ensemble.train.resume`): its epochs keep counting, so its first
+report tells where it resumed (:attr:`RunningTrial.first_epoch`), and its start-up and the epochs
+the sizer learns from count from there. A resumed attempt of a trial the stopper had told to stop
+is stopped again at its first report, without telling the stopper epochs that
+:meth:`hpo.stoppers.Stopper.replay` would not tell it (a re-run from scratch is judged afresh).
+
 Malleable trials (``LoopRules.malleable``): after each epoch a running trial is re-estimated
 (its remaining epochs times its last epoch's seconds) with the wider sizes it could move to
 (:meth:`TrialSizer.regrow`, the start-up it showed paid again); with nothing waiting, the policy's
@@ -191,9 +198,16 @@ class CampaignLoop:
         self.tail_closed = False  # the tail's first misfit: no more extra trials (LoopRules.fill_tail)
         self.health = NodeHealth(pool, rules.drain_after_node_failures) if rules.drain_after_node_failures else None
         self._events: list[JournalEvent] = []  # what the decisions since the last take_events() imply
+        # as Stopper.replay: each trial's last reported epoch, and the trials told to stop (with the
+        # epoch) since their last restart from scratch; an attempt that resumed after such an epoch
+        # is stopped again, without telling the stopper epochs a replay would not tell it
+        self._last_epoch: dict[int, int] = {}
+        self._decided: dict[int, int] = {}
         if stopper is not None:
-            stopper.replay((t, epoch, self._stopper_value(value, elapsed))
-                           for t, epoch, value, elapsed in progress_history)
+            history = list(progress_history)
+            self._decided = stopper.replay((t, epoch, self._stopper_value(value, elapsed))
+                                           for t, epoch, value, elapsed in history)
+            self._last_epoch = {t: epoch for t, epoch, _, _ in history}
 
     @property
     def stopped_by_failures(self) -> bool:
@@ -336,9 +350,11 @@ class CampaignLoop:
         if rt is None or rt.spec.attempt != attempt:
             raise RuntimeError(f"progress of trial {trial_id} attempt {attempt}, which is not running")
         if epochs:
+            if rt.resumed_from is None:  # its first report: a re-run that resumed reports the epoch after its state's
+                rt.resumed_from = max(rt.spec.resume_epoch, epochs[0].epoch - 1)
             self._revise(rt, epochs[-1], len(epochs), now)
             last = epochs[-1]
-            done = last.epoch - rt.spec.resume_epoch
+            done = last.epoch - rt.first_epoch
             # the model learns at the attempt's epochs 1, 2, 4, 8, ... (each replaces the one before):
             # its rate early, then better measured, at log(epochs) cost to rank 0
             if last.epoch_s is not None and any(d >= 1 and d & (d - 1) == 0 for d in range(done - len(epochs) + 1, done + 1)):
@@ -351,9 +367,17 @@ class CampaignLoop:
             self._events.append(TrialProgress(time=now, trial_id=trial_id, attempt=attempt, report=report))
             if value is not None and (rt.best_value is None or value < rt.best_value):
                 rt.best_value, rt.best_report = value, report
+            if epoch <= self._last_epoch.get(trial_id, 0):  # a re-run from scratch: judged afresh
+                self._decided.pop(trial_id, None)
+            self._last_epoch[trial_id] = epoch
             if self.stopper is None or rt.stopping is not None:
                 continue
-            if self.stopper.report(trial_id, epoch, self._stopper_value(value, report.elapsed_s)):
+            if trial_id in self._decided:  # resumed after the epoch its stop was decided at: it stands
+                self._stop_trial(rt, f"early stopping ({self.stopper.name}) after epoch {self._decided[trial_id]}, "
+                                     "decided before the attempt resumed", now)
+                self.book.revised(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
+            elif self.stopper.report(trial_id, epoch, self._stopper_value(value, report.elapsed_s)):
+                self._decided[trial_id] = epoch
                 shown = "not finite" if value is None else f"{value:.4g}"
                 self._stop_trial(rt, f"early stopping ({self.stopper.name}) after epoch {epoch}: "
                                      f"{self.rules.objective.text} {shown}", now)
@@ -396,12 +420,13 @@ class CampaignLoop:
         epoch_s = rt.paced_epoch_s = min(per_train * self._epoch_per_train, self.rules.trial_time_limit_s)
         if rt.startup_s is None:
             rt.startup_s = max(0.0, now - rt.start_time - pace.train_s)
+        if rt.resumed_from is None:  # the epoch in progress tells where the attempt began
+            rt.resumed_from = max(rt.spec.resume_epoch, pace.epoch - 1)
         self._estimate(rt, now, epoch_s, finished=pace.epoch, to_boundary=epoch_s - pace.train_s,
-                       from_scratch=rt.spec.resume_epoch == 0)
+                       from_scratch=rt.first_epoch == 0)
 
     def _revise(self, rt: RunningTrial, report: EpochReport, new_epochs: int, now: float) -> None:
         """Re-estimate a running trial from its last epoch (see :meth:`_estimate`)."""
-        spec = rt.spec
         epoch_s = report.epoch_s
         if epoch_s is None:
             return
@@ -409,8 +434,8 @@ class CampaignLoop:
         if report.train_s is not None and report.train_s > 0:  # learn how much evaluation adds
             share = min(MAX_EVAL_FACTOR, max(1.0, epoch_s / report.train_s))
             self._epoch_per_train += (share - self._epoch_per_train) / 16.0
-        if rt.startup_s is None and report.epoch - spec.resume_epoch == new_epochs:  # its first report
-            rt.startup_s = max(0.0, now - rt.start_time - epoch_s * (report.epoch - spec.resume_epoch))
+        if rt.startup_s is None and report.epoch - rt.first_epoch == new_epochs:  # its first report
+            rt.startup_s = max(0.0, now - rt.start_time - epoch_s * (report.epoch - rt.first_epoch))
         rt.last_epoch_s = epoch_s
         self._estimate(rt, now, epoch_s, finished=report.epoch + 1, to_boundary=epoch_s, from_scratch=False)
 
@@ -464,8 +489,10 @@ class CampaignLoop:
         rt = self.book.end(trial_id, now)
         spec = rt.spec
         end = end if end is not None else AttemptEnd(rt.start_time, now)
-        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok, result.epochs or None,
-                           self._node_of(rt))
+        resumed = result.resumed_from or 0  # an attempt that resumed trained the epochs after its state's
+        trained = result.epochs - resumed
+        self.sizer.observe(spec.params, len(rt.slots), result.wall_time_s, result.ok and (trained > 0 or not resumed),
+                           trained or None, self._node_of(rt))
         retry_size = self._retry_size(spec, result)
         self._events.append(ended_event(rt, result, retry_size, end, now))
         if self.health is not None:  # a stopped trial did what was asked of it

@@ -73,6 +73,14 @@ class RunningTrial:
     paced_epoch_s: float | None = None  # seconds an epoch takes, from its pace before its first epoch
     moving_to: Growth | None = None  # the slots it moves onto (a growth), at its epoch boundary or now
     on_shared_gpu: bool = False  # its slot is a GPU shared with other trials (scheduler.sharing)
+    resumed_from: int | None = None  # epochs it continued after, told by its first report (or pace)
+
+    @property
+    def first_epoch(self) -> int:
+        """The epochs done before this attempt: a re-run that resumed from the trial's training
+        state reports the epoch after that state's first (its first report tells; before it, the
+        move's ``resume_epoch``); its own epochs are the reported epoch less this."""
+        return self.resumed_from if self.resumed_from is not None else self.spec.resume_epoch
 
     def predicted_end(self) -> float:
         """When it is expected to end: re-estimated from its epochs once it reported one, else the

@@ -311,7 +311,8 @@ class SchedulerRank(LoopActions):
             remove_any(run_dir.config)
             write_atomic(run_dir.config, text)
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
-        # attempt whose start never reached the journal (crash) as <name>.lost.<ext>
+        # attempt whose start never reached the journal (crash) as <name>.lost.<ext>; the training
+        # state stays where it is: the re-run resumes from it (the trainer checks it is this trial's)
         tag = f"attempt{spec.attempt - 1}" if spec.attempt > 0 else "lost"
         for old in [run_dir.result, run_dir.progress, *run_dir.logs()]:
             stem, _, ext = old.name.rpartition(".")

@@ -136,3 +136,39 @@ def replay_asha(progress, min_epochs: int = 1, reduction_factor: int = 3) -> dic
 
     return AshaStopper(min_epochs, reduction_factor).replay(
         (t, e, math.nan if v is None else v) for t, e, v, *_ in progress)
+
+
+def tiny_alloy_dataset(path: Path, n: int = 48) -> None:
+    """Rattled 4-atom Cu/Ni FCC cells with EMT energies per atom, as atomic graphs with periodic edges."""
+    import numpy as np
+    import torch
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from ase.neighborlist import neighbor_list
+    from torch_geometric.data import Data
+
+    from graph_builders.schema import HeadRegistry, HeadSpec
+    from graph_builders.store import write_dataset
+
+    rng = np.random.default_rng(0)
+    graphs = []
+    for k in range(n):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True)
+        atoms.set_chemical_symbols(rng.choice(["Cu", "Ni"], size=len(atoms)))
+        atoms.rattle(0.05, seed=k)
+        atoms.calc = EMT()
+        energy = atoms.get_potential_energy() / len(atoms)
+        i, j, shift = neighbor_list("ijS", atoms, 3.0)
+        pos = torch.tensor(atoms.positions, dtype=torch.float32)
+        cell = torch.tensor(np.asarray(atoms.cell), dtype=torch.float32)
+        edge_shift = torch.tensor(shift, dtype=torch.float32)
+        edge_index = torch.tensor(np.stack([j, i]), dtype=torch.int64)
+        vec = pos[edge_index[0]] + edge_shift @ cell - pos[edge_index[1]]
+        z = torch.tensor(atoms.numbers, dtype=torch.int64)
+        graphs.append(Data(pos=pos, x=(z.float() / 29.0).unsqueeze(1), z=z, edge_index=edge_index,
+                           edge_attr=vec.norm(dim=1, keepdim=True), cell=cell.unsqueeze(0),
+                           pbc=torch.ones(1, 3, dtype=torch.bool), edge_shift=edge_shift,
+                           y_energy=torch.tensor([[energy]], dtype=torch.float32)))
+    heads = HeadRegistry.of([HeadSpec("energy", "graph", 1, "eV/atom")])
+    write_dataset(path, graphs, heads, splits={"trainset": list(range(32)), "valset": list(range(32, 40)),
+                                               "testset": list(range(40, n))})

@@ -19,6 +19,7 @@ from campaign_testkit import (
     replay_asha,
     results_rows,
     run_hpo,
+    tiny_alloy_dataset,
     trial_processes_alive,
     write_asha_campaign,
     write_campaign,
@@ -26,6 +27,7 @@ from campaign_testkit import (
 
 from hpo.journal import read_journal
 from hpo.state import CampaignState
+from hydragnn_ensemble.result import TrialResult
 
 pytestmark = pytest.mark.mpi
 
@@ -172,3 +174,86 @@ def test_kill_9_while_trials_are_being_stopped_loses_nothing(tmp_path: Path) -> 
     assert stopped == {t for t, epoch in replay_asha(after.progress).items() if epoch < 9}
     for record in after.finished:  # a re-run's curve starts again at epoch 1
         assert [e for e, _ in record.last_attempt.curve] == list(range(1, record.last_attempt.result.epochs + 1))
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (a forked trial's command line is its fork server's: found by
+    parentage, not by name)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for child, p in parents.items():
+            if p == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def test_kill_9_then_resume_continues_the_real_trainer_after_its_last_epoch(tmp_path: Path) -> None:
+    """The built-in trainer writes its training state after every epoch: after a kill -9 of the whole
+    job, --resume re-runs the trials that were running, each after its last finished epoch (never an
+    epoch the journal has twice), their curves go on counting, and nothing is lost or twice."""
+    tiny_alloy_dataset(tmp_path / "alloy.bp")
+    epochs = 50
+    base = {"NeuralNetwork": {
+        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
+                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
+                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
+                         "task_weights": [1.0]},
+        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
+                                  "type": ["graph"], "output_dim": [1]},
+        "Training": {"num_epoch": epochs, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}
+    space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 4, "high": 12}}
+    campaign = write_campaign(tmp_path, max_trials=2, trial_time_limit_s=300, search_space=space,
+                              dataset="alloy.bp", trial_program="hydragnn_ensemble")
+    (tmp_path / "base.json").write_text(json.dumps(base))  # write_campaign wrote the fault config
+    out = tmp_path / "out"
+    job = subprocess.Popen(hpo_argv(campaign, out, 3), cwd=REPO, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            assert job.poll() is None, "the campaign ended before it could be killed"
+            state = CampaignState.replay(read_journal(out / "journal.jsonl").events) \
+                if (out / "journal.jsonl").exists() else CampaignState()
+            if any(r.status == "running" and len(r.last_attempt.curve) >= 3 for r in state.trials.values()):
+                break
+            time.sleep(0.05)
+        tree = _descendants(job.pid)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    while any(Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+              for p in tree if Path(f"/proc/{p}/stat").exists()):
+        time.sleep(0.05)  # the trials die with their agents a moment after the job
+    before = CampaignState.replay(read_journal(out / "journal.jsonl").events)
+    cut = {r.trial_id: r.last_attempt.curve[-1][0] for r in before.running_at_crash if r.last_attempt.curve}
+    assert cut and max(cut.values()) >= 3
+    assert all((out / "trials" / str(t) / "training_state.pt").is_file() for t in cut)
+
+    proc = run_hpo(campaign, out, 3, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    evs = read_journal(out / "journal.jsonl").events
+    after = CampaignState.replay(evs)
+    terminal = Counter(e["trial_id"] for e in evs if e["event"] in ("trial_finished", "trial_failed"))
+    assert sorted(terminal) == [0, 1] and set(terminal.values()) == {1}
+    rows = {int(r["job_id"]): r for r in results_rows(out)}
+    for tid, last_reported in cut.items():
+        record, trial = after.trials[tid], out / "trials" / str(tid)
+        result = TrialResult.read(trial / "result.json")
+        assert record.status == result.status == "completed" and result.epochs == epochs
+        # the re-run resumed after the state's epoch, at or after the last one the journal had
+        assert result.resumed_from >= last_reported and len(record.attempts) == 2
+        assert record.attempts[1].curve[0][0] == result.resumed_from + 1
+        assert f"resumed from training_state.pt after {result.resumed_from} epoch(s)" in (trial / "train.log").read_text()
+        curve = [e for e, _ in record.curve]  # one curve over both attempts, no epoch twice
+        assert curve == sorted(set(curve)) and curve[-1] == epochs and curve[:last_reported] == list(range(1, last_reported + 1))
+        assert (trial / "train.attempt0.log").exists() and not (trial / "training_state.pt").exists()
+        assert float(rows[tid]["loss"]) == result.objective and rows[tid]["m:attempts"] == "2"

@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INFRASTRUCTURE
     if ctx.is_main:
         objective = "none" if result.objective is None else f"{result.objective:.6g}"
-        print(f"{result.status}: objective {objective}, {result.epochs} epoch(s), "
+        resumed = f" (resumed after epoch {result.resumed_from})" if result.resumed_from else ""
+        print(f"{result.status}: objective {objective}, {result.epochs} epoch(s){resumed}, "
               f"{result.wall_time_s:.1f} s -> {args.output}")
         if result.failure_reason:
             print(f"reason: {result.failure_reason}")
