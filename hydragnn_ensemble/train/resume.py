@@ -16,7 +16,7 @@ checkpoint only, and training it again into the same directory starts afresh. A 
 with an exception keeps it (a retry resumes). Each attempt gets the trial's whole time budget.
 
 What is bit-identical: on the same device, world size and thread count, a resumed run ends with the
-same weights, objective and metrics as an uncut one (``tests/core/test_resume.py``): the training
+same weights, objective and metrics as an uncut one (``tests/core/test_training_resume.py``): the training
 batches of an epoch are a function of (seed, epoch) alone (:func:`hydragnn_ensemble.train.batches.
 epoch_plan`), so there is no loader state to restore, and the optimizer, the LR schedule, the
 patience counter and every random generator are restored exactly. A resume on another world size

@@ -10,13 +10,24 @@ structure back with independent tensors. Everything stays plain data for
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
 PACK_BELOW = 1 << 16  # elements
 MARKER = "__packed_tensor__"
+
+
+def _within(value: Any, walk: Callable[[Any], Any]) -> Any:
+    """``walk`` applied inside a dict, list or tuple (a new container); any other value as is."""
+    if isinstance(value, dict):
+        return {k: walk(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [walk(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(walk(v) for v in value)
+    return value
 
 
 def pack(obj: Any) -> tuple[Any, dict[str, Any]]:
@@ -36,13 +47,7 @@ def pack(obj: Any) -> tuple[Any, dict[str, Any]]:
             groups.setdefault(group, []).append(value.reshape(-1))
             sizes[group] = sizes.get(group, 0) + value.numel()
             return (MARKER, len(metas) - 1)
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(walk(v) for v in value)
-        return value
+        return _within(value, walk)
 
     skeleton = walk(obj)
     data = {group: torch.cat(parts).cpu() for group, parts in groups.items()}
@@ -64,13 +69,7 @@ def unpack(skeleton: Any, packed: dict[str, Any]) -> Any:
             if offset < 0 or offset + numel > flat.numel():
                 raise ValueError(f"packed tensor {value[1]} lies outside its group {group!r}")
             return flat[offset: offset + numel].reshape(tuple(int(n) for n in shape)).clone()
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(walk(v) for v in value)
-        return value
+        return _within(value, walk)
 
     try:
         return walk(skeleton)

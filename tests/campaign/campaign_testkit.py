@@ -172,3 +172,16 @@ def tiny_alloy_dataset(path: Path, n: int = 48) -> None:
     heads = HeadRegistry.of([HeadSpec("energy", "graph", 1, "eV/atom")])
     write_dataset(path, graphs, heads, splits={"trainset": list(range(32)), "valset": list(range(32, 40)),
                                                "testset": list(range(40, n))})
+
+
+def tiny_gin_config(epochs: int) -> dict:
+    """A one-layer GIN with an energy head, the smallest trial the built-in trainer runs on
+    :func:`tiny_alloy_dataset`."""
+    return {"NeuralNetwork": {
+        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
+                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
+                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
+                         "task_weights": [1.0]},
+        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
+                                  "type": ["graph"], "output_dim": [1]},
+        "Training": {"num_epoch": epochs, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}

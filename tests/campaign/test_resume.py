@@ -20,6 +20,7 @@ from campaign_testkit import (
     results_rows,
     run_hpo,
     tiny_alloy_dataset,
+    tiny_gin_config,
     trial_processes_alive,
     write_asha_campaign,
     write_campaign,
@@ -202,14 +203,7 @@ def test_kill_9_then_resume_continues_the_real_trainer_after_its_last_epoch(tmp_
     epoch the journal has twice), their curves go on counting, and nothing is lost or twice."""
     tiny_alloy_dataset(tmp_path / "alloy.bp")
     epochs = 50
-    base = {"NeuralNetwork": {
-        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
-                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
-                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
-                         "task_weights": [1.0]},
-        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
-                                  "type": ["graph"], "output_dim": [1]},
-        "Training": {"num_epoch": epochs, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}
+    base = tiny_gin_config(epochs)
     space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 4, "high": 12}}
     campaign = write_campaign(tmp_path, max_trials=2, trial_time_limit_s=300, search_space=space,
                               dataset="alloy.bp", trial_program="hydragnn_ensemble")

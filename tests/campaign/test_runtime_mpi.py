@@ -20,6 +20,7 @@ from campaign_testkit import (
     results_rows,
     run_hpo,
     tiny_alloy_dataset,
+    tiny_gin_config,
     write_asha_campaign,
     write_campaign,
 )
@@ -190,14 +191,7 @@ def test_campaign_with_the_real_trainer(tmp_path: Path, slots: int) -> None:
     """Trials forked from fork servers that preloaded torch; with 2 slots they train data-parallel
     (gloo rendezvous between two forked processes)."""
     tiny_alloy_dataset(tmp_path / "alloy.bp")
-    base = {"NeuralNetwork": {
-        "Architecture": {"mpnn_type": "GIN", "hidden_dim": 8, "num_conv_layers": 1,
-                         "output_heads": {"graph": {"num_sharedlayers": 1, "dim_sharedlayers": 8,
-                                                    "num_headlayers": 1, "dim_headlayers": [8]}},
-                         "task_weights": [1.0]},
-        "Variables_of_interest": {"input_node_features": [0], "output_names": ["energy"],
-                                  "type": ["graph"], "output_dim": [1]},
-        "Training": {"num_epoch": 2, "batch_size": 8, "Optimizer": {"learning_rate": 0.005}}}}
+    base = tiny_gin_config(2)
     (tmp_path / "base.json").write_text(json.dumps(base))
     space = {"NeuralNetwork.Architecture.hidden_dim": {"type": "int", "low": 4, "high": 12},
              "NeuralNetwork.Training.Optimizer.learning_rate": {"type": "float", "low": 1e-3, "high": 1e-2}}
