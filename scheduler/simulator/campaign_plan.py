@@ -185,7 +185,10 @@ def learn_campaign(model: CostModel, campaign_dir: Path) -> int:
             if last is None or last.epoch_s is None:
                 continue
             first = attempt.reports[0]
-            startup = (first.elapsed_s - first.epoch_s) if first.elapsed_s is not None and first.epoch_s else None
+            # a start-up only from an attempt that trained from epoch 1: a resumed attempt's elapsed
+            # seconds go on from the attempts before it
+            startup = (first.elapsed_s - first.epoch_s) if (first.epoch == 1 and first.elapsed_s is not None
+                                                              and first.epoch_s) else None
             times = EpochTimes(startup if startup is not None and startup >= 0 else None, last.epoch_s, last.train_s)
             if model.learn_epoch((trial.trial_id, attempt.attempt), features, max(1, len(attempt.slots)), times):
                 taught += 1

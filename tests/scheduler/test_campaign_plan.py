@@ -65,3 +65,34 @@ def test_what_a_campaign_plan_cannot_take_is_named(campaign, tmp_path, capsys):
     assert main(["simulate", str(campaign), "--hours", "1", "--dataset", str(tmp_path / "none.bp"),
                  "-o", str(tmp_path / "x.json")]) == 2
     assert "none.bp" in capsys.readouterr().err
+
+
+def test_learning_from_a_campaign_takes_start_ups_from_attempts_trained_from_epoch_1(tmp_path):
+    """``simulate --learn-from``: an attempt that resumed from the trial's training state reports
+    its elapsed seconds over every attempt; its first report is no start-up (it would be 50 s here),
+    so only the attempt that trained from epoch 1 teaches one (2 s)."""
+    from hpo.events import CampaignStarted, TrialProgress, TrialStarted, TrialSuggested
+    from hpo.campaign import FrozenCampaign
+    from hpo.journal import Journal
+    from hydragnn_ensemble.result import EpochReport
+    from scheduler.cost_model import CostModel
+    from scheduler.dataset_stats import DatasetStats
+    from scheduler.efficiency import ParallelEfficiency
+    from scheduler.simulator.campaign_plan import learn_campaign
+    from scheduler.simulator.workload import SIM_ANCHORS
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "alloy" / "formation_energy.json",
+                tmp_path / "base_config.json")
+    events = [CampaignStarted(time=0.0, campaign=FrozenCampaign.from_dict({}), resume=False, ranks=2, slots=1),
+              TrialSuggested(time=0.0, trial_id=0, params={})]
+    for attempt, epochs in ((0, (1, 2, 3, 4)), (1, (5, 6))):
+        events.append(TrialStarted(time=0.0, trial_id=0, attempt=attempt, slots=(0,), hosts=("n0",), size=1))
+        events += [TrialProgress(time=0.0, trial_id=0, attempt=attempt,
+                                 report=EpochReport(e, 0.5, elapsed_s=2.0 + 10.0 * e, epoch_s=10.0, train_s=9.0))
+                   for e in epochs]
+    with Journal(tmp_path / "journal.jsonl") as journal:
+        journal.append_many(events)
+    model = CostModel(DatasetStats(num_graphs=1000, mean_nodes=30.0, mean_edges=600.0), device_speedup=1.0,
+                      efficiency=ParallelEfficiency(slots_per_node=1), anchors=SIM_ANCHORS)
+    assert learn_campaign(model, tmp_path) == 2
+    assert model.startup_s == pytest.approx(2.0)
