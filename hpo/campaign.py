@@ -543,6 +543,10 @@ def check_unchanged(
     campaign_dir = Path(campaign_dir)
     allowed = set(allow)
     frozen = load_frozen_dict(campaign_dir)
+    try:  # a key added to the schema since it was frozen takes its default there too: no change
+        frozen = CampaignConfig.model_validate(frozen).frozen_dict()
+    except ValidationError:
+        pass  # compared as recorded: every difference is named
     changed = [k for k in dict_differences(frozen, config.frozen_dict()) if k.split(".")[0] not in allowed]
     frozen_base_path = CampaignDir.at(campaign_dir).base_config
     try:

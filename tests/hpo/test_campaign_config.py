@@ -96,6 +96,10 @@ def test_freeze_and_resume_check(campaign_files, tmp_path):
     assert frozen["optimizer"] == {"name": "deephyper-cbo", "options": {}, "own_process": "auto"}
     assert json.loads((campaign_dir / "base_config.json").read_text())["NeuralNetwork"]["Architecture"]["hidden_dim"] == 64
     check_unchanged(load_campaign(path), campaign_dir)  # same campaign: fine
+    # frozen by an earlier version, before optimizer.own_process existed: its default, no change
+    older = dict(frozen, optimizer={"name": "deephyper-cbo", "options": {}})
+    (campaign_dir / "campaign.yaml").write_text(yaml.safe_dump(older))
+    check_unchanged(load_campaign(path), campaign_dir)
 
     changed = campaign_files(max_trials=20, seed=4)
     with pytest.raises(CampaignChangedError, match="differs from its frozen copy .* in: max_trials, seed"):
