@@ -86,6 +86,7 @@ def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: Campaig
 def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
                  resume: bool, force_unlock: bool, hellos: list[AgentHello]) -> _Setup:
     """Open the campaign (:class:`hpo.session.CampaignSession`) and build the scheduler over it."""
+    from hpo.optimizer_process import OptimizerProcess
     from hpo.session import CampaignSession
 
     cfg = checked.config
@@ -115,7 +116,7 @@ def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign
                                         ranks=comm.Get_size(), slots=layout.usable_slots)])
         session.sync()
         notices = list(session.notices) + [f"warning: {w}" for w in warnings]
-        if cfg.optimizer.in_own_process(layout.usable_slots):
+        if isinstance(session.optimizer, OptimizerProcess):  # what the session made, not the rule again
             notices.append(f"optimizer {cfg.optimizer.name}: in a process of its own (pid {session.optimizer.pid}), "
                            "off rank 0's scheduling thread")
         if sizer.notice:
