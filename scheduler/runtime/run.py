@@ -33,6 +33,7 @@ from hpo.campaign_dir import CampaignDir, CampaignDirError, check_new, check_out
 from hpo.events import CampaignFinished, CampaignStarted
 from hpo.stoppers import Stopper
 from scheduler.budget_check import BudgetShortfall, BudgetWatch, check_budgets
+from hpo.optimizer_process import OptimizerProcess
 from scheduler.campaign_file import CheckedCampaign, load_checked_campaign
 from scheduler.placement.registry import make_policy
 from scheduler.runtime.agent import Agent, hello
@@ -86,7 +87,6 @@ def _plan_rank0(hellos, campaign_path: Path, dataset: Path | None, cdir: Campaig
 def _setup_rank0(comm, checked: CheckedCampaign, layout: ClusterLayout, campaign_path: Path, cdir: CampaignDir,
                  resume: bool, force_unlock: bool, hellos: list[AgentHello]) -> _Setup:
     """Open the campaign (:class:`hpo.session.CampaignSession`) and build the scheduler over it."""
-    from hpo.optimizer_process import OptimizerProcess
     from hpo.session import CampaignSession
 
     cfg = checked.config
