@@ -234,6 +234,11 @@ class CampaignConfig(_Strict):
     # trials (each predicted to reach its first rung before the last regular trial's end); they
     # are stopped when no regular trial is left: more configurations tried in the same allocation
     fill_tail: bool = False
+    # a running trial may grow onto slots that would otherwise idle (nothing waits for them): it
+    # stops after its epoch keeping its training state and goes on from it on more slots, the global
+    # batch unchanged (scheduler.loop.campaign_loop); "auto": on for the built-in trainer, which keeps
+    # its state, off for other trial programs (they would start again from scratch)
+    malleable: bool | Literal["auto"] = "auto"
 
     @field_validator("search_space")
     @classmethod
@@ -298,6 +303,11 @@ class CampaignConfig(_Strict):
                     f"slots_per_node ({per_node})"
                 )
         return self
+
+    @property
+    def moves_trials(self) -> bool:
+        """Running trials may grow onto idle slots (``malleable``, "auto" resolved)."""
+        return self.trial_program == BUILTIN_TRIAL_PROGRAM if self.malleable == "auto" else self.malleable
 
     @property
     def space(self) -> SearchSpace:

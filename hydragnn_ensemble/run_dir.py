@@ -10,6 +10,9 @@
     RUN_DIR/train.log          rank 0's log; ``train.rank<R>.log`` for the other ranks
     RUN_DIR/progress.jsonl     one JSON line per finished epoch (:mod:`hydragnn_ensemble.train.progress`)
     RUN_DIR/stop               written by a campaign to stop the trial after its current epoch
+    RUN_DIR/move               written by a campaign to move the trial to other slots: it stops
+                               after its current epoch (never inside one) and keeps its training
+                               state, which the continuation on the new slots resumes from
     RUN_DIR/verdicts.json      written by a campaign before the start: the epochs after which the
                                trainer waits for the campaign's verdict, and how long at most
     RUN_DIR/go_on              written by a campaign: the last epoch its stopper let the trial go on after
@@ -30,6 +33,7 @@ STATE_NAME = "training_state.pt"
 LOG_NAME = "train.log"
 PROGRESS_NAME = "progress.jsonl"
 STOP_NAME = "stop"
+MOVE_NAME = "move"
 VERDICTS_NAME = "verdicts.json"
 GO_ON_NAME = "go_on"
 VERDICT_POLL_S = 0.01  # how often a trainer waiting for the campaign's verdict looks for it
@@ -68,6 +72,14 @@ class RunDir:
     @property
     def stop(self) -> Path:
         return self.root / STOP_NAME
+
+    @property
+    def move(self) -> Path:
+        return self.root / MOVE_NAME
+
+    def moved_away(self) -> bool:
+        """The campaign asked this trial to move (and not to stop): its training state is kept."""
+        return self.move.exists() and not self.stop.exists()
 
     @property
     def verdicts(self) -> Path:

@@ -4,7 +4,9 @@
 :class:`LearntEfficiency` (the MPI runtime's) assumes no speed-up from more slots until attempts
 that ran on more than one slot have measured it. The cost model divides a trial's one-slot epoch by
 ``n e(n)`` (:meth:`scheduler.cost_model.CostModel.train_epoch_seconds`) and tells the efficiency
-what each attempt on more than one slot measured (:meth:`Efficiency.learn`).
+what each attempt on more than one slot measured (:meth:`Efficiency.learn`). A running trial's move
+onto idle slots (a malleable campaign) is judged with :meth:`Efficiency.for_move`, which before any
+measurement assumes a modest speed-up: the move itself measures it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class Efficiency(Protocol):
 
     def __call__(self, slots: int) -> float:
         """e(slots), in (0, 1]."""
+
+    def for_move(self, slots: int) -> float:
+        """e(slots) a running trial's move onto idle slots is judged with (what the trial loses
+        if it is wrong: one start-up, on slots that would have idled)."""
 
     def learn(self, key: Hashable, slots: int, speedup: float) -> None:
         """An attempt (``key``; a later call replaces it) ran on ``slots`` slots ``speedup`` times
@@ -45,6 +51,9 @@ class ParallelEfficiency:
         intra = self.alpha * (self.slots_per_node - 1)
         return 1.0 / (1.0 + intra + self.alpha_inter * (slots - self.slots_per_node) + self.alpha)
 
+    def for_move(self, slots: int) -> float:
+        return self(slots)
+
     def learn(self, key: Hashable, slots: int, speedup: float) -> None:
         return None
 
@@ -57,6 +66,9 @@ class LearntEfficiency:
     memory needs it."""
 
     min_attempts: int = 2
+    # what a move onto idle slots assumes until attempts measured alpha (e(2) = 0.8); the moved
+    # attempt's epochs on more slots measure it. Trials are never sized wider on it.
+    move_prior_alpha: float = 0.25
     _alphas: dict[Hashable, float] = field(default_factory=dict, repr=False)
 
     @property
@@ -71,6 +83,12 @@ class LearntEfficiency:
         if slots <= 1:
             return 1.0
         return 1.0 / slots if alpha is None else 1.0 / (1.0 + alpha * (slots - 1))
+
+    def for_move(self, slots: int) -> float:
+        alpha = self.alpha
+        if slots <= 1:
+            return 1.0
+        return 1.0 / (1.0 + (self.move_prior_alpha if alpha is None else alpha) * (slots - 1))
 
     def learn(self, key: Hashable, slots: int, speedup: float) -> None:
         if slots > 1 and speedup > 0 and math.isfinite(speedup):  # alpha 1: no speed-up at all

@@ -239,8 +239,9 @@ class CostModelSizer:
         return self.sizer.larger_than(slots)
 
     def regrow(self, params: Mapping[str, Any], slots: int, epoch_s: float) -> tuple[tuple[int, float], ...]:
-        """Wider sizes that pay at the learnt efficiency (none until it is measured)."""
-        return wider_epochs(self.sizes, slots, epoch_s, self.cost_model.efficiency)
+        """Wider sizes that pay at the learnt efficiency (before it is measured, at what a move
+        assumes: :meth:`scheduler.efficiency.Efficiency.for_move`)."""
+        return wider_epochs(self.sizes, slots, epoch_s, self.cost_model.efficiency.for_move)
 
 
 def runtime_sizer(dataset: str, sizes: Sequence[int], slots_per_node: int, time_limit_s: float,

@@ -71,15 +71,24 @@ class EpochChannel:
 
     def stop_reason(self) -> str | None:
         """The campaign's reason to stop, when it asked (read by the process that writes the curve)."""
+        return self._request(self.paths.stop, "stop")
+
+    def move_reason(self) -> str | None:
+        """The campaign's reason to move the trial to other slots after this epoch, when it asked
+        (``RUN_DIR/move``: stop after the epoch, keeping the training state)."""
+        return self._request(self.paths.move, "move")
+
+    def _request(self, path: Path, what: str) -> str | None:
+        """The text of one of the campaign's request files, or None when there is none."""
         if not self.enabled:
             return None
         try:
-            text = self.paths.stop.read_text(errors="replace").strip()
+            text = path.read_text(errors="replace").strip()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return f"stop requested (reason unreadable: {exc})"
-        return text[:500] or "stop requested by the campaign"
+            return f"{what} requested (reason unreadable: {exc})"
+        return text[:500] or f"{what} requested by the campaign"
 
 
 def _finite_or_none(value: float) -> float | None:

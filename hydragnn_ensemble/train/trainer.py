@@ -461,13 +461,14 @@ class Trainer:
         return patience_out
 
     def _campaign_stop(self, epochs_done: int) -> str | None:
-        """The campaign's reason to stop now (``RUN_DIR/stop``), agreed by every rank; None to go on.
+        """The campaign's reason to stop now (``RUN_DIR/stop``, or ``RUN_DIR/move``: to go on
+        from the training state on other slots), agreed by every rank; None to go on.
         Where the campaign's stopper decides after ``epochs_done``, its verdict is waited for first
         (a bounded moment, :meth:`EpochChannel.await_verdict`)."""
         waited = self.channel.await_verdict(epochs_done)
         if waited is not None:
             self.log.write(f"waited {waited:.3f} s for the campaign's verdict after epoch {epochs_done - 1}")
-        reason = self.channel.stop_reason()
+        reason = self.channel.stop_reason() or self.channel.move_reason()  # a move: after the epoch only
         if self.ctx.world_size > 1:
             flag = torch.tensor([1.0 if reason is not None else 0.0], dtype=torch.float64, device=self.device)
             if float(self.pg.all_reduce_sum(flag)[0]) > 0 and reason is None:
@@ -650,6 +651,9 @@ def train_trial(
     if ctx.is_main:
         result.log_tail = result.log_tail or (log.tail_text() if result.status == TrialStatus.FAILED else None)
         result.write(run_dir / RESULT_NAME)
-        if result.status != TrialStatus.FAILED:  # ended by itself: nothing to resume (a failure keeps it)
+        # ended by itself: nothing to resume (a failure keeps it, and so does a move: its
+        # continuation on other slots resumes from it)
+        moved = result.status == TrialStatus.STOPPED and RunDir(run_dir).moved_away()
+        if result.status != TrialStatus.FAILED and not moved:
             remove_state(run_dir)
     return result

@@ -96,8 +96,7 @@ class LoopRules:
     # 8,192, and a first wave on 65,536 GCDs then sizes 73,728 candidates, not 131,072
     max_waiting_beyond_free: int = 8192
     trial_time_limit_s: float = math.inf  # no trial runs longer (re-estimated ends stay within it)
-    # running trials may be moved to more slots at an epoch boundary: a simulator study only (the
-    # MPI runtime does not checkpoint-and-move trials, so campaigns never set it)
+    # running trials may be moved to more slots at an epoch boundary (campaign option ``malleable``)
     malleable: bool = False
     max_moves: int = 2  # a trial moves at most this many times (each pays its start-up again)
     # a node whose trials failed this many times in a row for a node-level reason (device,
@@ -125,7 +124,7 @@ class LoopRules:
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
                    objectives=cfg.objective_set, trial_time_limit_s=cfg.trial_time_limit_s,
                    drain_after_node_failures=cfg.drain_after_node_failures, fill_tail=cfg.fill_tail,
-                   gpu_sharing=gpu_sharing or GpuSharing())
+                   malleable=cfg.moves_trials, gpu_sharing=gpu_sharing or GpuSharing())
 
 
 class LoopActions(ABC):

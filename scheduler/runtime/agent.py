@@ -16,7 +16,8 @@ session, and every way it can end becomes a :class:`PartExited` report.
 Learning curves: while a trial runs, the agent of its rank 0 reads the new lines of its
 ``progress.jsonl`` every :data:`PROGRESS_EVERY_S` and forwards them (:class:`EpochsReported`, in
 order with the exit report, which follows the last of them); a :class:`StopTrial` from rank 0
-becomes the trial's ``RUN_DIR/stop`` file, which the trainer reads after its epoch.
+becomes the trial's ``RUN_DIR/stop`` file, which the trainer reads after its epoch; a
+:class:`MoveTrial` its ``RUN_DIR/move`` file (stop after the epoch, keep the training state).
 
 Prefetch: a start with ``after`` set names the trial running on this slot; the agent writes its
 config at once and starts it the moment that trial's process exits, before it reports the exit, so
@@ -44,6 +45,7 @@ from scheduler.runtime.messages import (
     AgentAssignment,
     AgentHello,
     GoOn,
+    MoveTrial,
     KillTrial,
     LauncherSettings,
     PartExited,
@@ -146,17 +148,19 @@ class Agent:
         if proc is not None:
             proc.terminate(msg.reason, time.time())
 
-    def _handle_stop(self, msg: StopTrial) -> None:
-        """Write the trial's stop file (its trainer stops after the epoch); a trial that ended
-        already is left alone (its exit report is on its way)."""
+    def _handle_stop(self, msg: StopTrial | MoveTrial) -> None:
+        """Write the trial's stop file (its trainer stops after the epoch), or for a move its move
+        file (it stops after the epoch keeping its training state); a trial that ended already is
+        left alone (its exit report is on its way)."""
         proc = self.procs.get((msg.trial_id, msg.attempt))
         if proc is None:
             return
-        path = RunDir(Path(proc.start.run_dir)).stop
+        run_dir = RunDir(Path(proc.start.run_dir))
+        path = run_dir.move if isinstance(msg, MoveTrial) else run_dir.stop
         try:
             write_atomic(path, msg.reason + "\n")
         except OSError as exc:  # the grace period below ends it all the same; its log says why
-            proc.note(f"campaign stop request could not be written to {path}: {exc}")
+            proc.note(f"campaign {path.name} request could not be written to {path}: {exc}")
         proc.stop_asked(msg.reason, time.time())
 
     def _handle_go_on(self, msg: GoOn) -> None:

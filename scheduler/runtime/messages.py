@@ -15,6 +15,8 @@ Flow::
       <-- EpochsReported (TAG_EXITED) --------   epochs the trial finished (its progress.jsonl lines)
       --- StopTrial (TAG_STOP) -------------->   ask the trial to stop after its epoch (early discarding)
       --- GoOn (TAG_STOP) ------------------->   the stopper let it go on after a rung epoch (it waits for this)
+      --- MoveTrial (TAG_STOP) -------------->   ask it to stop after its epoch, keeping its training state
+                                                 (it goes on from there on more slots: a malleable trial)
       <-- PartExited (TAG_EXITED) ------------   the process ended (any way); the slot is free again
       --- Unqueue (TAG_UNQUEUE) ------------->   drop a start sent ahead, unless it has started
       <-- Unqueued (TAG_EXITED) --------------   dropped (same tag as the exits: kept in order with them)
@@ -101,6 +103,16 @@ class KillTrial:
 @dataclass(frozen=True)
 class StopTrial:
     """Ask this trial attempt to stop after its current epoch (it writes result.json as ``stopped``)."""
+
+    trial_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class MoveTrial:
+    """Ask this trial attempt to stop after its current epoch (never inside one) keeping its
+    training state: rank 0 starts its continuation on more slots from that state."""
 
     trial_id: int
     attempt: int

@@ -66,6 +66,7 @@ from scheduler.runtime.messages import (
     TAG_UNQUEUE,
     GoOn,
     KillTrial,
+    MoveTrial,
     PartExited,
     Shutdown,
     StartTrial,
@@ -184,7 +185,7 @@ class SchedulerRank(LoopActions):
         self._kill_sent: set[int] = set()
         self._events: list[JournalEvent] = []
         self._pending_starts: list[tuple[int, StartTrial]] = []  # (agent rank, message) of this turn
-        self._pending_stops: list[tuple[int, StopTrial | GoOn]] = []  # sent after the progress is journaled
+        self._pending_stops: list[tuple[int, StopTrial | GoOn | MoveTrial]] = []  # sent after the progress is journaled
         self._to_tell: list[tuple[TrialSpec, float | tuple[float, ...] | None, int | None]] = []  # outcomes of this turn
         self.usage = SlotUsage()
         self.start_batch = START_BATCH  # start messages that leave at once, mid-turn (a test sets fewer)
@@ -210,8 +211,12 @@ class SchedulerRank(LoopActions):
 
     # -- LoopActions: what the loop's decisions do ------------------------------------------------
     def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
-        raise RuntimeError("the MPI runtime does not move running trials (LoopRules.malleable is a "
-                           "simulator study; campaigns run with it off)")
+        """Ask the trial to stop after its current epoch keeping its training state; its exit
+        (:meth:`_on_exit`) starts the continuation on ``slots`` slots. A trial that has not finished
+        an epoch (``at_boundary`` False) also stops after its first one: stopping it sooner would
+        throw its progress away."""
+        msg = MoveTrial(rt.spec.trial_id, rt.spec.attempt, f"moving from {len(rt.slots)} to {slots} slots")
+        self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
     def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
         self._parts[rt.spec.trial_id] = {}
@@ -267,8 +272,9 @@ class SchedulerRank(LoopActions):
         if world > 1:
             rdv = run_dir.root / f"rendezvous.{spec.attempt}"
             remove_any(rdv)
-            init = f"file://{rdv}"
-        limit = float(self.cfg.trial_time_limit_s)
+            init = f"file://{rdv.absolute()}"  # file://out/... would name a host "out"
+        # one time limit over all of a trial's moves (each attempt after a failure gets it whole)
+        limit = max(1.0, float(self.cfg.trial_time_limit_s) - spec.time_used_s)
         self._pending_starts.extend(
             (self.layout.slot_to_rank[slot], StartTrial(
                 trial_id=spec.trial_id, attempt=spec.attempt, rank=r, world_size=world,
@@ -305,7 +311,7 @@ class SchedulerRank(LoopActions):
         run_dir.root.mkdir(parents=True, exist_ok=True)
         # the earlier attempt's program may have left anything under these names (a directory, a
         # pipe, a link): whatever it is goes; an earlier attempt's stop request is not this one's
-        for planted in (run_dir.stop, run_dir.go_on, run_dir.verdicts):
+        for planted in (run_dir.stop, run_dir.move, run_dir.go_on, run_dir.verdicts):
             remove_any(planted)
         if not is_regular_file(run_dir.config):
             remove_any(run_dir.config)
@@ -346,8 +352,11 @@ class SchedulerRank(LoopActions):
             outcome = merge_parts(list(parts.values()), len(rt.slots), self.cfg.resources.device,
                                   float(self.cfg.trial_time_limit_s))
             result = outcome.result
-            ignored = rt.stopping is not None and any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP)
-                                                      for p in parts.values())
+            told_off = any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP) for p in parts.values())
+            if rt.moving_to is not None and rt.stopping is None and (result.status == TrialStatus.STOPPED or told_off):
+                self._moved(rt, result, min(now, max(p.end_time for p in parts.values())), now)
+                return
+            ignored = rt.stopping is not None and told_off
             if ignored:
                 result = stopped_by_force(rt, result, self.cdir.trial(rt.spec.trial_id))
             if outcome.synthesised or result is not outcome.result:
@@ -364,6 +373,15 @@ class SchedulerRank(LoopActions):
                 if r not in parts:
                     kill = KillTrial(msg.trial_id, msg.attempt, f"rank {msg.rank} of the trial failed")
                     self.transport.send(self.layout.slot_to_rank[slot], TAG_KILL, kill)
+
+    def _moved(self, rt: RunningTrial, result: TrialResult, ended: float, now: float) -> None:
+        """A trial asked to move stopped (or was ended after ignoring the request): its
+        continuation starts on its new slots from the epochs it finished (a trainer's result
+        says; else its last report: the continuation's first report tells where it resumed)."""
+        self.usage.ended(rt, ended, False)  # a trial on a shared GPU is never moved
+        done = result.epochs if result.status == TrialStatus.STOPPED else (
+            rt.best_report.epoch if rt.best_report is not None else rt.first_epoch)
+        self.loop.trial_moved(rt.spec.trial_id, rt.spec.attempt, done, now)
 
     def _write_result(self, trial_id: int, result: TrialResult) -> None:
         """Write the result the runtime made for a trial; a trial directory that cannot take it

@@ -244,3 +244,50 @@ def test_an_old_result_json_still_reads(tmp_path):
                       checkpoint_s_max=0.02)
     new.write(tmp_path / "new.json")
     assert TrialResult.read(tmp_path / "new.json") == new == TrialResult.from_journal(new.to_dict())
+
+
+class MoveAfter(EpochChannel):
+    """The trainer's channel; the campaign asks for a move (``RUN_DIR/move``) as epoch ``k`` is
+    reported, and also a stop with ``and_stop`` (the stopper's verdict after the move was asked)."""
+
+    def __init__(self, run_dir: Path, k: int, and_stop: bool = False) -> None:
+        super().__init__(run_dir, enabled=True)
+        self.k, self.and_stop = k, and_stop
+
+    def report(self, epoch: int, *args, **kwargs) -> None:
+        super().report(epoch, *args, **kwargs)
+        if epoch == self.k:
+            (self.paths.root / "move").write_text("moving from 1 to 2 slots\n")
+            if self.and_stop:
+                (self.paths.root / "stop").write_text("asha: below the rung's cut\n")
+
+
+def test_a_moved_trial_stops_after_its_epoch_keeping_its_state_and_goes_on_wider(tmp_path, dataset, uncut):
+    """A move request: the trial stops after the epoch it is in (never inside one) as ``stopped``,
+    keeps its training state, and its continuation on two processes resumes from it and ends where
+    the uncut run did, to the reduction order's rounding."""
+    cfg = config_dict()
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    run_dir = tmp_path / "moving"
+    moved = train_trial(config_from_dict(cfg), dataset, run_dir, device="cpu", progress=False,
+                        channel=MoveAfter(run_dir, 2))
+    assert (moved.status, moved.epochs, moved.partial_epoch) == ("stopped", 2, 0.0)
+    assert "moving from 1 to 2 slots (after epoch 1)" == moved.failure_reason
+    assert read_training_state(run_dir / STATE).epoch == 2  # kept for the continuation
+    (run_dir / "move").unlink()  # the campaign clears its requests before the continuation starts
+    _run_two_ranks(["train", str(tmp_path / "cfg.json"), "--dataset", str(dataset), "-o", str(run_dir),
+                    "--device", "cpu", "--no-progress", "--world-size", "2",
+                    "--init-method", f"file://{tmp_path / 'rendezvous'}"])
+    result = TrialResult.read(run_dir / "result.json")
+    assert (result.status, result.slots, result.resumed_from, result.epochs) == ("completed", 2, 2, 6)
+    assert result.objective == pytest.approx(uncut[1].objective, rel=1e-3)
+    assert progress_epochs(run_dir) == [3, 4, 5, 6]
+    assert not (run_dir / STATE).exists()  # ended by itself
+
+
+def test_a_stop_that_comes_with_a_move_wins_and_the_state_goes(tmp_path, dataset):
+    run_dir = tmp_path / "stopped"
+    result = train_trial(config_from_dict(config_dict()), dataset, run_dir, device="cpu", progress=False,
+                         channel=MoveAfter(run_dir, 2, and_stop=True))
+    assert (result.status, result.epochs) == ("stopped", 2) and result.failure_reason.startswith("asha:")
+    assert not (run_dir / STATE).exists()
