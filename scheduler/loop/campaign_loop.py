@@ -28,9 +28,10 @@ is stopped again at its first report, without telling the stopper epochs that
 
 Malleable trials (``LoopRules.malleable``): after each epoch a running trial is re-estimated
 (its remaining epochs times its last epoch's seconds) with the wider sizes it could move to
-(:meth:`TrialSizer.regrow`, the start-up it showed paid again); with nothing waiting, the policy's
-:meth:`PlacementPolicy.grow` picks trials to move, which checkpoint after their current epoch and
-are started again, first, on that many slots.
+(:meth:`TrialSizer.regrow`, the start-up it showed paid again); at the campaign's tail (nothing
+waits and every trial of ``max_trials`` is out), the policy's :meth:`PlacementPolicy.grow` picks
+trials to move onto the slots that would idle, which stop after their current epoch keeping their
+training state and are started again, first, on that many slots.
 
 The loop does no I/O and reads no clock; ``now`` is always an argument. Each decision gives the
 typed journal events it implies (:mod:`hpo.events`: suggested, started, progress, stop requested,
@@ -231,7 +232,7 @@ class CampaignLoop:
             return 0
         if self.book.repricing:  # a pass started by what the cost model learnt: the next part of it
             self.repriced += self.book.reprice(now, REPRICE_PER_TURN)
-        if self.rules.malleable and self.book.pool.free_slots:
+        if self.rules.malleable and self.book.pool.free_slots and self._at_tail():
             for rt in self.book.grow(now):  # trials that would end the campaign late go first
                 self.actions.move_trial(rt, len(rt.moving_to.slots), at_boundary=rt.last_epoch_s is not None)
         started = self.book.schedule(now)
@@ -239,6 +240,12 @@ class CampaignLoop:
             self._events.append(started_event(rt, self.book.pool, now))
             self.actions.start(rt)
         return len(started)
+
+    def _at_tail(self) -> bool:
+        """Nothing waits and every trial of ``max_trials`` is out: slots freed now would idle (only
+        then does a running trial grow: a slot a waiting trial could use is never taken from it on
+        predictions of the waiting work, which are least sure before anything like it ran)."""
+        return not self.book.waiting and self.outcomes.finished + self.book.open_trials >= self.rules.max_trials
 
     def fill(self, now: float, source: CandidateSource) -> int:
         """Top up from ``source``, start, send ahead, take back from idle slots; returns how many

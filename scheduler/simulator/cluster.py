@@ -21,6 +21,7 @@ from scheduler.loop import LoopActions, QueuedTrial, RunningTrial, TrialSpec
 from scheduler.placement.base import PlacementPolicy
 from scheduler.resources import ResourcePool
 from scheduler.sharing import ColocationCurve
+from scheduler.simulator.trial_state import TrialStateCosts
 from scheduler.simulator.shared_clock import SharedClock
 from scheduler.simulator.workload import SimTrial
 from scheduler.sizing import SizedTrial, wider_epochs
@@ -197,8 +198,9 @@ class SimulatedCluster(LoopActions):
                  rng: np.random.Generator, on_finished: Callable[[TrialSpec, TrialResult, Any], None],
                  report_epochs: bool = True,
                  decision_epochs: Callable[[int], tuple[int, ...]] = lambda max_epochs: (),
-                 colocation: ColocationCurve | None = None) -> None:
+                 colocation: ColocationCurve | None = None, state_costs: TrialStateCosts = TrialStateCosts()) -> None:
         self.by_id = by_id
+        self.state_costs = state_costs  # the training state's write cost, restarts, resumed retries
         self.events = events
         self.slots_per_node = slots_per_node
         self.fixed_block = fixed_block
@@ -219,6 +221,9 @@ class SimulatedCluster(LoopActions):
         self.stopped: set[int] = set()
         self.width: dict[int, int] = {}  # slots each trial's current attempt uses
         self.started: dict[int, int] = {}  # attempts started per trial
+        self.began_after: dict[int, int] = {}  # epochs done before each trial's current attempt (its state's)
+        self.startup: dict[int, float] = {}  # start-up of each trial's current attempt
+        self.state_epochs: dict[int, int] = {}  # epochs in the state a failed attempt left (resumed retries)
 
     def _push_shared_end(self, when: float, trial_id: int, version: int) -> None:
         self.events.push(when, "shared_end", (trial_id, self.started[trial_id] - 1, version))
@@ -231,23 +236,30 @@ class SimulatedCluster(LoopActions):
         width = t.slots if self.fixed_block and len(rt.slots) > t.slots else len(rt.slots)
         self.width[t.trial_id] = width
         self.started[t.trial_id] = rt.spec.attempt + 1
-        done = rt.spec.resume_epoch  # a moved trial continues from its checkpoint (start-up paid again)
-        duration, self.last_epoch[t.trial_id] = t.attempt(width, done, rt.spec.time_used_s)
+        # a moved trial continues from its state (start-up paid again), and so does a retry where
+        # the failed attempt left one
+        done = rt.spec.resume_epoch or self.state_epochs.pop(t.trial_id, 0)
+        costs = self.state_costs
+        startup = self.startup[t.trial_id] = t.startup_s * (costs.restart_factor if done else 1.0)
+        factor = 1.0 + costs.checkpoint_share
+        duration, self.last_epoch[t.trial_id] = t.attempt(width, done, rt.spec.time_used_s, factor,
+                                                          startup if done else None)
+        self.began_after[t.trial_id] = done
         begin = rt.start_time
         key = (t.trial_id, rt.spec.attempt)
         self.cut_after.pop(t.trial_id, None)
         self.move_after.pop(t.trial_id, None)
-        self.epoch_s[t.trial_id] = epoch_s = t.true_epoch_s(width)
+        self.epoch_s[t.trial_id] = epoch_s = t.true_epoch_s(width) * factor
         if rt.on_shared_gpu:
             self._start_shared(rt, duration)
             return
         if self.report_epochs and PACE_AFTER_S < 0.5 * epoch_s * TRAIN_SHARE:
-            at = begin + t.startup_s + PACE_AFTER_S  # a long first epoch tells its pace early
+            at = begin + startup + PACE_AFTER_S  # a long first epoch tells its pace early
             if at < begin + duration:
                 self.events.push(at, "pace", (*key, PACE_AFTER_S / (epoch_s * TRAIN_SHARE)))
         if self.report_epochs and t.epochs > 1:  # every epoch is reported: the campaign re-estimates it
             for epoch in range(done + 1, self.last_epoch[t.trial_id] + 1):
-                at = begin + t.startup_s + (epoch - done) * epoch_s
+                at = begin + startup + (epoch - done) * epoch_s
                 if at >= begin + duration:
                     break  # its last epoch: its end event says so
                 self.events.push(at, "epoch", (*key, epoch))
@@ -311,9 +323,10 @@ class SimulatedCluster(LoopActions):
         """Epochs a running trial has finished by ``at`` (default now), and whether that is the end
         of one."""
         t = self.by_id[rt.spec.trial_id]
-        x = max((self.now if at is None else at) - rt.start_time - t.startup_s, 0.0) / self.epoch_s[t.trial_id] if self.epoch_s[t.trial_id] > 0 else 0.0
+        tid = t.trial_id
+        x = max((self.now if at is None else at) - rt.start_time - self.startup[tid], 0.0) / self.epoch_s[tid] if self.epoch_s[tid] > 0 else 0.0
         done = math.floor(x + 1e-9)
-        return min(rt.spec.resume_epoch + done, self.last_epoch[t.trial_id]), abs(x - round(x)) < 1e-9 and x > 0
+        return min(self.began_after[tid] + done, self.last_epoch[tid]), abs(x - round(x)) < 1e-9 and x > 0
 
     def move_trial(self, rt: RunningTrial, slots: int, at_boundary: bool) -> None:
         """The trainer checkpoints after its next epoch and exits (unless that was its last), or
@@ -327,15 +340,19 @@ class SimulatedCluster(LoopActions):
     def _epochs_done(self, rt: RunningTrial) -> int:
         """Epochs a running trial has finished by now."""
         t = self.by_id[rt.spec.trial_id]
-        return rt.spec.resume_epoch + int(round((self.now - rt.start_time - t.startup_s) / self.epoch_s[t.trial_id]))
+        tid = t.trial_id
+        return self.began_after[tid] + int(round((self.now - rt.start_time - self.startup[tid]) / self.epoch_s[tid]))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))
 
-    def leave(self, rt: RunningTrial, at: float) -> None:
-        """An attempt ended at ``at``: a shared GPU's other residents speed up."""
+    def leave(self, rt: RunningTrial, at: float, failed: bool = False) -> None:
+        """An attempt ended at ``at``: a shared GPU's other residents speed up. One that ``failed``
+        leaves its state after the epochs it finished for its retry (``resume_retries``)."""
         if rt.on_shared_gpu and self.shared_clock is not None:
             self.shared_clock.leave(rt.spec.trial_id, at)
+        elif failed and self.state_costs.resume_retries:
+            self.state_epochs[rt.spec.trial_id] = self.epochs_finished(rt, at)[0]
 
     def tell(self, spec: TrialSpec, result: TrialResult, objective: float | tuple[float, ...] | None) -> None:
         self.on_finished(spec, result, objective)
@@ -360,4 +377,5 @@ class SimulatedCluster(LoopActions):
             objective = wall
         else:
             objective = min(t.curve[:trained]) if trained else None
-        return TrialResult(status=status, objective=objective, epochs=trained, wall_time_s=wall, slots=width)
+        return TrialResult(status=status, objective=objective, epochs=trained, wall_time_s=wall, slots=width,
+                           resumed_from=self.began_after.get(trial_id) or None)

@@ -23,6 +23,7 @@ from scheduler.sharing import ColocationCurve, GpuSharing
 from scheduler.simulator.cluster import (TRAIN_SHARE, EventQueue, SimulatedCluster, TimedPolicy, WorkloadSizer,
                                         WorkloadSource)
 from scheduler.simulator.rank0 import Rank0Clock, Rank0Costs
+from scheduler.simulator.trial_state import TrialStateCosts
 from scheduler.simulator.record import SimRecord, sim_attempts
 from scheduler.simulator.results import SimResult, summarise
 from scheduler.simulator.search import OptimizerSource
@@ -62,7 +63,7 @@ class SimConfig:
     seed: int = 0
     estimate_error: float | None = None  # reported in sim.json (the workload carries the scatter)
     reveal_epochs: bool = True  # trials report each epoch: running trials are re-estimated (the runtime does)
-    malleable: bool = False  # study: running trials moved to more slots at an epoch boundary (not in the runtime)
+    malleable: bool = False  # running trials moved to more slots at an epoch boundary (campaign option malleable)
     learn_after: int = 10  # attempts learnt from before trials get their learnt prediction (the demo: 10)
     max_time_s: float | None = None  # as the campaign option: no new starts after it, running trials finish
     fill_tail: bool = False  # as the campaign option: extra trials on the slots the campaign's tail leaves idle
@@ -70,6 +71,9 @@ class SimConfig:
     gpu_sharing: GpuSharing = field(default_factory=GpuSharing)  # several small trials per GPU
     colocation: ColocationCurve | None = None  # measured aggregate throughput of k trials on one GPU
     rank0_costs: Rank0Costs | None = None  # charge rank 0's time per event (scheduler.simulator.rank0); None: free
+    # the training state's write cost per epoch, restarts from it, retries that resume
+    # (scheduler.simulator.trial_state; TrialStateCosts.measured() is the demo's measurement); default: free
+    trial_state: TrialStateCosts = field(default_factory=TrialStateCosts)
 
     def __post_init__(self) -> None:
         if self.gpu_sharing.enabled and self.colocation is None:
@@ -128,7 +132,8 @@ def simulate(trials: list[SimTrial] | OptimizerSource, config: SimConfig, hook: 
                                config.failure_rate, rng, on_finished=finished,
                                report_epochs=config.reveal_epochs,
                                decision_epochs=stopper.decision_epochs if stopper and config.verdict_wait else lambda n: (),
-                               colocation=config.colocation if config.gpu_sharing.enabled else None)
+                               colocation=config.colocation if config.gpu_sharing.enabled else None,
+                               state_costs=config.trial_state)
     sizer = WorkloadSizer(by_id, model, cluster.width.__getitem__,
                           work_fraction=None if stopper is None else stopper.expected_fraction,
                           learn_after=config.learn_after)
@@ -282,6 +287,6 @@ def _end(loop: CampaignLoop, cluster: SimulatedCluster, rt, at: float, now: floa
          stopped_after: int | None = None) -> None:
     """``rt``'s processes ended at ``at`` (failed for ``reason``, or stopped after ``stopped_after``
     epochs); rank 0 learns it at ``now``."""
-    cluster.leave(rt, at)
+    cluster.leave(rt, at, failed=reason is not None)
     result = cluster.result_of(rt.spec.trial_id, reason, rt.start_time, at, stopped_after=stopped_after)
     loop.trial_ended(rt.spec.trial_id, result, now, AttemptEnd(rt.start_time, at))

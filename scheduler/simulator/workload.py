@@ -77,21 +77,25 @@ class SimTrial:
         eff = self.efficiency
         return own * self.slots * eff(self.slots) / (slots * eff(slots))
 
-    def attempt(self, slots: int, done: int = 0, used_s: float = 0.0) -> tuple[float, int]:
+    def attempt(self, slots: int, done: int = 0, used_s: float = 0.0, epoch_factor: float = 1.0,
+                startup_s: float | None = None) -> tuple[float, int]:
         """(wall seconds, epochs it ends after) of an attempt on ``slots`` slots that starts after
-        ``done`` epochs and ``used_s`` seconds of earlier attempts (a moved trial)."""
-        if self.epoch_s is None and slots == self.slots and done == 0:
+        ``done`` epochs and ``used_s`` seconds of earlier attempts (a moved trial), each epoch
+        ``epoch_factor`` times its own (writing the training state), after ``startup_s`` (default
+        its own start-up)."""
+        startup = self.startup_s if startup_s is None else startup_s
+        if self.epoch_s is None and slots == self.slots and done == 0 and epoch_factor == 1.0 and startup_s is None:
             return self.true_seconds, self.epochs  # a trial given by its wall time only
-        per_epoch = self.true_epoch_s(slots)
+        per_epoch = self.true_epoch_s(slots) * epoch_factor
         left = self.epochs - done
-        budget = self.time_limit_s - used_s - self.startup_s  # the epoch that reaches it is the last
+        budget = self.time_limit_s - used_s - startup  # the epoch that reaches it is the last
         if per_epoch <= 0 or left * per_epoch <= budget:
-            return self.startup_s + left * per_epoch, self.epochs
+            return startup + left * per_epoch, self.epochs
         fit = min(left, max(1, math.ceil(budget / per_epoch)))
         killed_at = max(self.time_limit_s - used_s, 0.0) + kill_margin_s(self.time_limit_s)
-        if self.startup_s + fit * per_epoch > killed_at:  # its last epoch outlives the kill margin
+        if startup + fit * per_epoch > killed_at:  # its last epoch outlives the kill margin
             return killed_at, done + fit - 1
-        return self.startup_s + fit * per_epoch, done + fit
+        return startup + fit * per_epoch, done + fit
 
     def true_seconds_at(self, slots: int) -> float:
         """True wall time of a whole run on ``slots`` slots (:attr:`true_seconds` at its own size)."""

@@ -3,7 +3,11 @@ campaigns (three policies, failures with drained nodes, ASHA, the median rule, t
 malleable moves, a time budget, optimizer latency, GPU sharing) recorded with commit ce57ede in
 ``data/decisions_ce57ede.json`` (by ``decision_fingerprints.py``) are run again: every attempt must
 start and end at the same time on the same slots with the same outcome, and every summary figure
-must agree to floating-point rounding (the attempts are now summed in trial order)."""
+must agree to floating-point rounding (the attempts are now summed in trial order).
+
+One case was recorded again since, on purpose: ``malleable``, when growth was limited to the
+campaign's tail (nothing waits and every trial is out; #46): 5 moves instead of 9, the same makespan
+and utilisation."""
 
 from __future__ import annotations
 
