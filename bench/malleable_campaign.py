@@ -9,10 +9,12 @@ early discarding (so every run trains the same epochs of the same trials), ``slo
 2]``. Per setting, medians over the repeats of:
 
 * the makespan (the journal's ``campaign_started`` to ``campaign_finished``) and its ratio;
+* the first attempts' start-up (start to first epoch report, less that epoch);
 * moves, and per move: the epochs done before it, the seconds per epoch on 1 slot (the moved
   attempt's last three) and on 2 (the continuation's first three), and the move's cost: from the
   moved attempt's last epoch report to the continuation's first, less one epoch on 2 slots (stop,
-  exit, restart, reading the state; what placement charges as the trial's start-up paid again).
+  exit, restart, reading the state; what placement charges as the trial's start-up paid again),
+  and its ratio to the first start-up (the simulator's ``restart_factor``).
 
 Run from the repository root (the campaign's processes import this checkout)::
 
@@ -58,6 +60,7 @@ class Run:
     malleable: bool
     makespan_s: float
     moves: list[Move] = field(default_factory=list)
+    startups_s: list[float] = field(default_factory=list)  # first attempts: start to first report, less that epoch
 
 
 def write_campaign(tmp: Path, data: Path, trials: int, epochs: int, seed: int, malleable: bool) -> Path:
@@ -87,6 +90,10 @@ def read_run(out: Path, malleable: bool) -> Run:
     for e in events:
         if e["event"] == "trial_progress":
             curves.setdefault((e["trial_id"], e["attempt"]), []).append(e)
+    starts = {(e["trial_id"], e["attempt"]): e["time"] for e in events if e["event"] == "trial_started"}
+    for (trial_id, attempt), curve in curves.items():
+        if attempt == 0 and (trial_id, 0) in starts:
+            run.startups_s.append(curve[0]["time"] - starts[(trial_id, 0)] - curve[0]["epoch_s"])
     for e in events:
         if e["event"] != "trial_moved":
             continue
@@ -129,7 +136,10 @@ def report(runs: list[Run], args) -> dict:
         "epoch_s_before": median([m.epoch_s_before for m in moves]),
         "epoch_s_after": median([m.epoch_s_after for m in moves]),
         "epochs_done_at_move": [m.epochs_done for m in moves],
+        "first_startup_s": median([x for r in runs for x in r.startups_s]),
     }
+    # what the simulator charges a continuation's start-up (scheduler.simulator.trial_state)
+    summary["restart_factor"] = summary["move_cost_s"] / summary["first_startup_s"]
     print(f"malleable campaign: mpiexec -n {args.ranks}, {args.trials} trials x {args.epochs} epochs, "
           f"slots_per_trial [1, 2], {args.repeats} run(s) per setting, medians")
     print(f"  makespan  malleable off {summary['makespan_off_s']:.1f} s {summary['makespans_off_s']}  "
@@ -139,6 +149,8 @@ def report(runs: list[Run], args) -> dict:
           f"{summary['epoch_s_after']:.3f} s on 2 (speed-up {summary['epoch_s_before'] / summary['epoch_s_after']:.2f}x), "
           f"cost {summary['move_cost_s']:.2f} s (stop, exit, restart, state read); epochs done at the moves "
           f"{summary['epochs_done_at_move']}")
+    print(f"  first attempts' start-up {summary['first_startup_s']:.2f} s: a move costs "
+          f"{summary['restart_factor']:.2f}x a trial's start-up (restart_factor)")
     return summary
 
 

@@ -7,8 +7,9 @@ For each (trials, estimate error, seed) one workload is generated (cost model + 
 every policy; medians over seeds are printed side by side with the ANCHORS figures (fixed-block 17%,
 FIFO 64%, FIFO-skip 72%). Trials report every epoch (the runtime re-estimates running trials from
 them). Two study variants of load-aware can be added to ``--policies``: ``load-aware:blind`` (no
-epoch reports: placement keeps the predicted ends), ``load-aware:malleable`` (running trials may
-move to more slots at an epoch boundary; the runtime does not do this) and ``load-aware:work``
+epoch reports: placement keeps the predicted ends), ``load-aware:malleable`` (running trials
+grow onto the slots the campaign's tail leaves idle, at an epoch boundary: campaign option
+``malleable``) and ``load-aware:work``
 (largest predicted work first and tail margin 2: load-aware before issue #27). Error models:
 ``--errors`` sigmas of each trial's first prediction; ``--learnt-error S``: once the cost model
 learnt from 10 attempts' epochs the waiting trials are sized again with error sigma S (the demo
@@ -21,6 +22,8 @@ early discarding (ASHA, min 1 epoch, reduction factor 3) under load-aware placem
 error: utilisation (whole run, and until the last start), makespan, the best objective and when it
 was found; goal U >= 95% with discarding; a third row adds ``fill_tail`` (extra trials on the slots
 the campaign's tail leaves idle; ``run`` counts them). Shrink with ``--nodes 1024 --trials 800 --seeds 1``.
+Every run charges the training state as measured (``--trial-state-costs``, :mod:`scheduler.simulator.
+trial_state`): each epoch's write, a move's restart, retries that resume.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scheduler.placement.load_aware import LoadAwarePolicy  # noqa: E402
 from scheduler.simulator import SimConfig, generate_workload, simulate  # noqa: E402
 from scheduler.simulator.error_model import ErrorModel, LognormalError, ReplayedError  # noqa: E402
+from scheduler.simulator.trial_state import TrialStateCosts  # noqa: E402
 
 ANCHOR_U = {"fixed-block": 0.17, "fifo": 0.64, "fifo-skip": 0.72, "load-aware": None}
 VARIANTS: dict[str, dict] = {"": {}, "blind": {"reveal_epochs": False}, "malleable": {"malleable": True}, "work": {}}
@@ -73,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-nodes", type=int, default=256)
     ap.add_argument("--latency-trials", type=int, default=20000, help="0 skips the latency run")
     ap.add_argument("--max-pending", type=int, default=10000)
+    ap.add_argument("--trial-state-costs", choices=["measured", "none"], default="measured",
+                    help="charge the training state: each epoch's write, a move's restart, retries that resume "
+                         "(bench/data/trial_state_costs.json; none: free, the model before #46)")
     ap.add_argument("--discarding-trials", type=int, nargs="*", default=[3000, 9000],
                     help="workloads of the early-discarding run (none: skip it)")
     args = ap.parse_args(argv)
@@ -104,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _trial_state(args: argparse.Namespace) -> TrialStateCosts:
+    """What the training state costs in these runs (measured, or free)."""
+    return TrialStateCosts.measured() if args.trial_state_costs == "measured" else TrialStateCosts()
+
+
 def _error_models(args: argparse.Namespace) -> list[tuple[str, float | None, ErrorModel]]:
     """(label, sigma for the goals (None: replayed), model) of every error model the run covers."""
     models: list[tuple[str, float | None, ErrorModel]] = [
@@ -130,7 +142,7 @@ def _placement(args: argparse.Namespace) -> bool:
                         raise SystemExit(f"--policies: unknown variant {pol!r} (variants: {sorted(VARIANTS)})")
                     cfg = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, policy=name,
                                     block_nodes=min(args.block_nodes, args.nodes), seed=seed, estimate_error=err,
-                                    **VARIANTS[variant])
+                                    trial_state=_trial_state(args), **VARIANTS[variant])
                     policy = VARIANT_POLICY[variant]() if variant in VARIANT_POLICY else None
                     rows[pol].append(simulate(work, cfg, policy=policy).summary)
             for pol in args.policies:

@@ -32,6 +32,7 @@ from scheduler.cost_model import STARTUP_PRIOR_S, CostModel, CostModelError, Epo
 from scheduler.data_cost import load_data_cost
 from scheduler.dataset_stats import DatasetStats
 from scheduler.efficiency import ParallelEfficiency
+from scheduler.simulator.trial_state import TrialStateCosts
 from scheduler.simulator.engine import SimConfig, simulate
 from scheduler.simulator.results import SimResult
 from scheduler.simulator.search import OptimizerSource
@@ -96,7 +97,8 @@ def _sim_config(checked, nodes: int, graphs: int, allocation_s: float, sharing, 
                      failure_threshold=cfg.failure_threshold, prefetch_below_s=cfg.prefetch_below_s,
                      max_time_s=min(cfg.max_time_s or math.inf, allocation_s), fill_tail=cfg.fill_tail,
                      max_trials=cfg.max_trials, seed=seed, estimate_error=estimate_error, gpu_sharing=sharing,
-                     colocation=checked.curve if sharing.enabled else None)
+                     colocation=checked.curve if sharing.enabled else None, malleable=cfg.moves_trials,
+                     trial_state=TrialStateCosts.measured())
 
 
 def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | None = None,

@@ -333,15 +333,10 @@ class SimulatedCluster(LoopActions):
         exits now (it restarts from scratch)."""
         t = self.by_id[rt.spec.trial_id]
         if at_boundary:
-            self.move_after[t.trial_id] = min(self._epochs_done(rt) + 1, t.epochs)
+            # the epoch in progress is finished first (a trainer reads the request after its epoch)
+            self.move_after[t.trial_id] = min(self.epochs_finished(rt)[0] + 1, t.epochs)
         else:
             self.events.push(self.now, "move", (t.trial_id, rt.spec.attempt, rt.spec.resume_epoch))
-
-    def _epochs_done(self, rt: RunningTrial) -> int:
-        """Epochs a running trial has finished by now."""
-        t = self.by_id[rt.spec.trial_id]
-        tid = t.trial_id
-        return self.began_after[tid] + int(round((self.now - rt.start_time - self.startup[tid]) / self.epoch_s[tid]))
 
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
         self.events.push(self.now, "unqueued", (queued.after[0], queued.spec.trial_id, queued.spec.attempt))

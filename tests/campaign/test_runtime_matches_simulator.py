@@ -134,12 +134,14 @@ class SharingTableSizer(TableSizer):
 
 def run_runtime(tmp_path: Path, max_trials: int, sizer=None, sharing: GpuSharing | None = None,
                 prefetch_below_s: float = 2.0, start_batch: int | None = None,
-                agents: "VirtualAgents | None" = None) -> tuple[list[tuple], list[dict], int, SchedulerRank]:
+                agents: "VirtualAgents | None" = None,
+                **campaign_options: Any) -> tuple[list[tuple], list[dict], int, SchedulerRank]:
     """The runtime's rank 0 on virtual agents; returns its starts, the suggested parameters, how
     many trials sent ahead were taken back, and the rank itself (after its run)."""
     campaign = write_campaign(tmp_path / "in", max_trials=max_trials, optimizer={"name": "random"},
                               prefetch_below_s=prefetch_below_s,
-                              resources={"slots_per_node": SLOTS_PER_NODE, "slots_per_trial": [1, 2]})
+                              resources={"slots_per_node": SLOTS_PER_NODE, "slots_per_trial": [1, 2]},
+                              **campaign_options)
     cfg = load_campaign(campaign)
     cdir = CampaignDir(tmp_path / "campaign")
     session = CampaignSession.open(cfg, cdir, resume=False, ask_batch=4)

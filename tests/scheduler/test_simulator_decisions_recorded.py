@@ -6,8 +6,9 @@ start and end at the same time on the same slots with the same outcome, and ever
 must agree to floating-point rounding (the attempts are now summed in trial order).
 
 One case was recorded again since, on purpose: ``malleable``, when growth was limited to the
-campaign's tail (nothing waits and every trial is out; #46): 5 moves instead of 9, the same makespan
-and utilisation."""
+campaign's tail (nothing waits and every trial is out; #46) and a move waits for the epoch in
+progress (as the runtime's trainer does; it waited for the nearest epoch end): 5 moves instead of
+9, the same makespan and utilisation."""
 
 from __future__ import annotations
 

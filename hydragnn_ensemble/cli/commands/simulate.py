@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="charge rank 0's own time per event (scheduler.simulator.rank0): the measurement "
                              "shipped in bench/data/rank0_costs.json (default), a file bench/rank0_handlers.py "
                              "--out wrote, or none (rank 0 is free)")
+    parser.add_argument("--trial-state-costs", default="measured", metavar="FILE|measured|none",
+                        help="charge the trainer's training state (scheduler.simulator.trial_state): its write "
+                             "each epoch, a continuation's restart, retries that resume; the measurement shipped "
+                             "in bench/data/trial_state_costs.json (default), a file of that form, or none (free)")
+    parser.add_argument("--malleable", action="store_true",
+                        help="running trials grow onto slots the campaign's tail leaves idle (campaign option "
+                             "malleable; needs --gpus-per-node trials that may run wider)")
     parser.add_argument("--max-pending", type=int, default=None,
                         help="at most this many candidates wait for placement (default: the pool factor)")
     parser.add_argument("-o", "--output", default="sim.json",
@@ -86,8 +93,9 @@ def paths(args: argparse.Namespace):
         outputs += [Output(_plot_path(out, suffix), "simulation plot", lambda p: p.suffix == ".png")
                     for suffix in ("_util.png", "_gantt.png")]
     costs = args.rank0_costs if args.rank0_costs not in ("measured", "none") else None
+    state_costs = args.trial_state_costs if args.trial_state_costs not in ("measured", "none") else None
     inputs = tuple(Path(p) for p in (args.replay, args.colocation_curve, args.campaign, args.dataset, args.learn_from,
-                                     costs) if p)
+                                     costs, state_costs) if p)
     return CommandPaths(inputs=inputs, outputs=tuple(outputs))
 
 
@@ -123,6 +131,22 @@ def _rank0_costs(word: str, slots: int):
         return Rank0Costs.read(MEASURED if word == "measured" else Path(word), slots)
     except ValueError as exc:
         raise UserError(f"--rank0-costs: {exc}") from None
+
+
+def _trial_state_costs(word: str):
+    """What the training state costs in the simulated world (free for ``none``)."""
+    from pathlib import Path
+
+    from scheduler.simulator.trial_state import TrialStateCosts
+
+    from hydragnn_ensemble.cli import UserError
+
+    if word == "none":
+        return TrialStateCosts()
+    try:
+        return TrialStateCosts.measured() if word == "measured" else TrialStateCosts.read(Path(word))
+    except ValueError as exc:
+        raise UserError(f"--trial-state-costs: {exc}") from None
 
 
 def _print_summary(result, out) -> None:
@@ -210,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
                            block_nodes=min(args.block_nodes, args.nodes), ask_latency_s=args.ask_latency_ms / 1000,
                            failure_rate=args.failure_rate, bad_nodes=args.bad_nodes,
                            max_pending=args.max_pending, seed=args.seed, estimate_error=args.estimate_error,
-                           gpu_sharing=sharing, colocation=curve)
+                           gpu_sharing=sharing, colocation=curve, malleable=args.malleable,
+                           trial_state=_trial_state_costs(args.trial_state_costs))
         out = Path(args.output)
         result = simulate(trials, config, progress=not args.no_progress,
                           campaign_dir=None if _is_json(out) else out)
