@@ -373,6 +373,8 @@ class SchedulerRank(LoopActions):
             if leaving and rt.stopping is None and (result.status == TrialStatus.STOPPED or told_off):
                 self._moved(rt, result, min(now, max(p.end_time for p in parts.values())), now)
                 return
+            if rt.exploit is not None:  # it ended by itself before its exploit: the snapshot goes unused
+                remove_any(self.cdir.trial(rt.spec.trial_id).inherit_state)
             ignored = rt.stopping is not None and told_off
             if ignored:
                 result = stopped_by_force(rt, result, self.cdir.trial(rt.spec.trial_id))
