@@ -320,6 +320,9 @@ class CampaignState:
         if attempt is None:
             raise JournalEventError(f"trial {event.trial_id} attempt {event.attempt} was exploited, but it never "
                                     "started")
+        if attempt.status == PendingStatus.MOVED:  # the same event written twice: counted once
+            self.num_duplicates += 1
+            return
         attempt.status = PendingStatus.MOVED
         attempt.end = event.time
         attempt.moved_after = event.donor_epoch

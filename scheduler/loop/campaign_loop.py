@@ -219,6 +219,8 @@ class CampaignLoop:
             self._decided = stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                                            for t, epoch, value, elapsed in history)
             self._last_epoch = {t: epoch for t, epoch, _, _ in history}
+        if rules.pbt is not None:  # a resumed PBT campaign ranks with the reports of its earlier runs
+            self._latest = {t: (epoch, value) for t, epoch, value, _ in progress_history}
 
     @property
     def stopped_by_failures(self) -> bool:

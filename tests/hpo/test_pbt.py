@@ -129,3 +129,25 @@ def test_the_journal_event_round_trips_and_replaces_the_params_keeping_lineage()
     assert (step.epoch, step.donor_id, step.donor_epoch, step.params_before, step.text()) == (4, 1, 4, params(0), "4:1@4")
     assert record.attempts[0].moved_after == 4 and record.status == "running"
     assert math.isclose(record.params[LR], 0.0024)
+
+
+def test_report_prints_the_lineage_and_an_older_manifest_member_loads_without_one():
+    from ensemble.manifest import MemberEntry
+    from hpo.report import format_summary, summarize
+
+    new = dict(params(1), **{LR: 0.0024})
+    records = [
+        {"event": "campaign_started", "time": 1.0, "campaign": {"search_space": PBT_SPACE.to_dict(), "max_trials": 2},
+         "resume": False, "ranks": 3, "slots": 2},
+        {"event": "trial_suggested", "time": 1.0, "trial_id": 0, "params": params(0), "attempt": 0},
+        {"event": "trial_started", "time": 1.0, "trial_id": 0, "attempt": 0, "slots": [0], "hosts": ["h"], "size": 1},
+        TrialExploited(time=5.0, trial_id=0, attempt=0, epoch=4, donor_id=1, donor_epoch=3, params=new).to_json(),
+    ]
+    text = format_summary(summarize(CampaignState.replay(records + records[-1:])))  # written twice: once
+    assert "population-based training: 1 trials exploited others" in text
+    assert "  trial 0: after epoch 4 took trial 1 (its epoch 3)" in text
+    assert text.count("took trial") == 1
+    old = {"trial_id": 3, "checkpoint": "members/trial_3.pt", "sha256": "0" * 64, "weight": 1.0, "config": {},
+           "radius": 5.0}
+    assert MemberEntry.model_validate(old).lineage == []
+    assert MemberEntry.model_validate(dict(old, lineage=["4:1@3"])).lineage == ["4:1@3"]
