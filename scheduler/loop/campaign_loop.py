@@ -588,6 +588,7 @@ class CampaignLoop:
         self._events.append(TrialExploited(time=now, trial_id=spec.trial_id, attempt=spec.attempt, epoch=exploit.epoch,
                                            donor_id=exploit.donor_id, donor_epoch=exploit.donor_epoch,
                                            params=dict(exploit.params)))
+        self._latest.pop(spec.trial_id, None)  # ranked again from its continuation's first report
         started = self.book.restart(next_spec, now)
         self._events.append(started_event(started, self.book.pool, now))
         self.actions.start(started)
