@@ -33,6 +33,8 @@ class PopulationBasedTraining(Optimizer):
 
     def __init__(self, space: SearchSpace, seed: int = 0, options: Mapping[str, Any] | None = None,
                  num_objectives: int = 1):
+        if num_objectives > 1:
+            raise ValueError("optimizer 'pbt' ranks its population by one objective")
         super().__init__(space, seed, num_objectives)
         self.options = validate_options(options or {})
         self._rng = np.random.default_rng(seed)

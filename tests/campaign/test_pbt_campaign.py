@@ -64,6 +64,12 @@ def test_a_pbt_campaign_exploits_records_lineage_and_continues_curves(tmp_path: 
         config = json.loads((trial / "config.json").read_text())
         assert config["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] == pytest.approx(params[t][LR])
         assert not (trial / "inherit_state.pt").exists()
+    from ensemble.campaign import read_campaign
+
+    members = read_campaign(out).trials  # what select puts into a member's manifest entry
+    assert {t: m.lineage for t, m in members.items()} == {t: [s.text() for s in r.lineage]
+                                                          for t, r in state.trials.items()}
+    assert all(m.params == params[t] for t, m in members.items())
     e = exploits[-1]
     record = state.trials[e["trial_id"]]
     continuation = record.attempts[e["attempt"] + 1]
