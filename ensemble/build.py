@@ -202,7 +202,7 @@ def _write(info: CampaignInfo, selection: Selection, out: Path, options: BuildOp
                 normalisation=loaded.normaliser.to_dict(), radius=float(loaded.spec.radius),
                 potential_mode=loaded.spec.energy_head is not None,
                 predicts_variance=bool(loaded.spec.predict_variance),
-                head_weights={h: w[j] for h, w in selection.head_weights.items()}))
+                head_weights={h: w[j] for h, w in selection.head_weights.items()}, lineage=trial.lineage))
         manifest = Manifest(
             campaign_dir=str(info.root.resolve()), dataset=str(dataset) if dataset else None,
             heads=_union_heads(registries).to_json(), graph_cutoff=max(e.radius for e in entries),

@@ -44,6 +44,7 @@ class CampaignTrial:
     result: TrialResult | None = None
     excluded_because: str | None = None  # None for a candidate
     reported_objective: float | None = None  # what the journal (else result.json) reported
+    lineage: list[str] = field(default_factory=list)  # PBT: its exploits (hpo.state.Lineage.text)
 
     @property
     def eligible(self) -> bool:
@@ -123,7 +124,8 @@ def read_campaign(campaign_dir: str | os.PathLike, include_stopped: bool = False
         journal = state.trials.get(trial_id) if state is not None else None
         run = record.cdir.trial(trial_id)
         trial = CampaignTrial(trial_id, run.root, status="missing", objective=None,
-                              params=dict(journal.params) if journal is not None else {})
+                              params=dict(journal.params) if journal is not None else {},
+                              lineage=[step.text() for step in journal.lineage] if journal is not None else [])
         journal_status = journal.status if journal is not None else None
         if run.result.exists():
             try:

@@ -67,6 +67,9 @@ class MemberEntry(_Model):
     predicts_variance: bool = False
     #: per-head weights (``greedy-per-head``); heads not listed use ``weight``
     head_weights: dict[str, float] = Field(default_factory=dict)
+    #: population-based training: the member's exploits, ``<epoch>:<donor trial>@<donor's epoch>``
+    #: oldest first (:class:`hpo.state.Lineage`); empty otherwise and in manifests written before it
+    lineage: list[str] = Field(default_factory=list)
 
     def weight_for(self, head: str) -> float:
         """This member's weight for ``head`` (its per-head weight, else ``weight``)."""

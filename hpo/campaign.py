@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hpo.campaign_dir import FROZEN_BASE_CONFIG, FROZEN_CAMPAIGN, CampaignDir
 from hpo.objective import ObjectiveKey, Objectives, check_objective_key
 from hpo.optimizers import OptimizerOptionError, check_optimizer_name, check_optimizer_options
+from hpo.pbt import PERTURBABLE_KEYS, Exploiter, PbtOptionError, PbtOptions, perturbable_keys
 from hpo.space import ConfigPathError, SearchSpace, SearchSpaceError, check_config_paths
 
 __all__ = [
@@ -304,10 +305,44 @@ class CampaignConfig(_Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _pbt_fits(self) -> "CampaignConfig":
+        if self.optimizer.name != "pbt":
+            return self
+        if self.early_stopping.method != "none":
+            raise ValueError(
+                f"optimizer.name 'pbt' with early_stopping.method {self.early_stopping.method!r}: PBT "
+                "replaces the worst trials itself (early discarding would end them); set "
+                "early_stopping.method: none")
+        if not perturbable_keys(self.space):
+            raise ValueError(
+                f"optimizer.name 'pbt': search_space has no key PBT may perturb (one of "
+                f"{list(PERTURBABLE_KEYS)}); the others change the model's shape and are only inherited")
+        try:
+            options = PbtOptions.parse(self.optimizer.options)
+        except PbtOptionError:
+            return self  # validate_campaign reports it under optimizer.options
+        if options.population is not None and options.population != self.max_trials:
+            raise ValueError(f"optimizer.options.population {options.population} and max_trials "
+                             f"{self.max_trials}: a PBT campaign's trials are its population (give one)")
+        if self.objectives is not None:
+            raise ValueError("optimizer.name 'pbt' ranks trials by one objective: use objective, not objectives")
+        return self
+
+    @property
+    def pbt(self) -> Exploiter | None:
+        """The exploit rule of a ``pbt`` campaign (:class:`hpo.pbt.Exploiter`), else None."""
+        if self.optimizer.name != "pbt":
+            return None
+        return Exploiter(PbtOptions.parse(self.optimizer.options), self.space, self.seed)
+
     @property
     def moves_trials(self) -> bool:
-        """Running trials may grow onto idle slots (``malleable``, "auto" resolved)."""
-        return self.trial_program == BUILTIN_TRIAL_PROGRAM if self.malleable == "auto" else self.malleable
+        """Running trials may grow onto idle slots (``malleable``, "auto" resolved; "auto" is off
+        for a ``pbt`` campaign, whose trials already stop and go on at its exploit epochs)."""
+        if self.malleable == "auto":
+            return self.trial_program == BUILTIN_TRIAL_PROGRAM and self.optimizer.name != "pbt"
+        return self.malleable
 
     @property
     def space(self) -> SearchSpace:

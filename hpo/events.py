@@ -21,6 +21,9 @@ trial_failed             trial_id, attempt, reason, log_tail, result, [will_retr
                          started_at, ended_at, stop]
 trial_moved              trial_id, attempt, epochs_done, size (the attempt checkpointed after
                          epochs_done epochs and exited; attempt + 1 continues it on size slots)
+trial_exploited          trial_id, attempt, epoch, donor_id, donor_epoch, params (PBT: the attempt
+                         stopped after epoch; attempt + 1 continues from the donor's training state
+                         after its epoch donor_epoch with params, the trial's parameters from now on)
 node_drained             node, hostname, failures, reason (no more trials go to that node; a
                          resume in the same allocation keeps it out)
 campaign_finished        reason
@@ -40,7 +43,7 @@ from hpo.campaign import FrozenCampaign
 from hydragnn_ensemble.result import EpochReport, TrialResult
 
 __all__ = ["EVENT_TYPES", "JOURNAL_FORMAT", "CampaignFinished", "CampaignStarted", "JournalEvent",
-           "JournalEventError", "NodeDrained", "TrialEnded", "TrialFailed", "TrialFinished", "TrialMoved", "TrialProgress",
+           "JournalEventError", "NodeDrained", "TrialEnded", "TrialExploited", "TrialFailed", "TrialFinished", "TrialMoved", "TrialProgress",
            "TrialStarted",
            "TrialStopRequested", "TrialSuggested", "event_from_json"]
 
@@ -290,6 +293,35 @@ class TrialMoved(JournalEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TrialExploited(JournalEvent):
+    """PBT (:mod:`hpo.pbt`): a running attempt in the population's bottom stopped after ``epoch``;
+    attempt + 1 continues from trial ``donor_id``'s training state (after its latest reported epoch
+    ``donor_epoch`` at the decision) with ``params``, the trial's parameters from now on."""
+
+    name: ClassVar[str] = "trial_exploited"
+    required: ClassVar[tuple[str, ...]] = ("trial_id", "attempt", "epoch", "donor_id", "donor_epoch", "params")
+    trial_id: int
+    attempt: int
+    epoch: int
+    donor_id: int
+    donor_epoch: int
+    params: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.name, "time": self.time, "trial_id": self.trial_id, "attempt": self.attempt,
+                "epoch": self.epoch, "donor_id": self.donor_id, "donor_epoch": self.donor_epoch,
+                "params": self.params}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "TrialExploited":
+        trial_id, attempt = _trial_key(d, cls.name)
+        if not isinstance(d["params"], dict):
+            raise JournalEventError(f"journal event {cls.name!r}: params must be an object, got {d['params']!r}")
+        return cls(time=d.get("time"), trial_id=trial_id, attempt=attempt, epoch=int(d["epoch"]),
+                   donor_id=int(d["donor_id"]), donor_epoch=int(d["donor_epoch"]), params=dict(d["params"]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NodeDrained(JournalEvent):
     """A node taken out of service after ``failures`` node-level trial failures in a row."""
 
@@ -327,11 +359,11 @@ class CampaignFinished(JournalEvent):
 
 
 Event = Union[CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished,
-              TrialFailed, TrialMoved, NodeDrained, CampaignFinished]
+              TrialFailed, TrialMoved, TrialExploited, NodeDrained, CampaignFinished]
 #: event name -> its class: the journal's whole vocabulary
 EVENT_TYPES: dict[str, type[JournalEvent]] = {cls.name: cls for cls in (
     CampaignStarted, TrialSuggested, TrialStarted, TrialProgress, TrialStopRequested, TrialFinished, TrialFailed,
-    TrialMoved, NodeDrained, CampaignFinished)}
+    TrialMoved, TrialExploited, NodeDrained, CampaignFinished)}
 _REQUIRED: dict[str, frozenset[str]] = {name: frozenset(cls.required) for name, cls in EVENT_TYPES.items()}
 
 

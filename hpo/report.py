@@ -95,6 +95,7 @@ class ReportFigures:
     cut_short: str | None = None  # the trials that timed out, and those still improving (None: none)
     head_columns: list[HeadColumn] | None = None  # the top table's MAE columns (None: from the results alone)
     baselines: ReportBaselines | None = None  # None: not looked for (no dataset was asked)
+    lineage: list[str] = field(default_factory=list)  # PBT: one line per trial with exploits (hpo.pbt)
 
 
 def _attempt_end(attempt: AttemptRecord, state: CampaignState) -> float | None:
@@ -159,7 +160,16 @@ def summarize(state: CampaignState, top: int = 10) -> ReportFigures:
         without_objective=without,
         time_note=_time_note(state, wall),
         cut_short=cut_short(state),
+        lineage=lineage_lines(state),
     )
+
+
+def lineage_lines(state: CampaignState) -> list[str]:
+    """PBT: per trial that exploited others, its lineage (after epoch e it took over trial d's state
+    after d's epoch f), oldest first."""
+    return [f"trial {r.trial_id}: " + " -> ".join(f"after epoch {s.epoch} took trial {s.donor_id} "
+                                                  f"(its epoch {s.donor_epoch})" for s in r.lineage)
+            for _, r in sorted(state.trials.items()) if r.lineage]
 
 
 def cut_short(state: CampaignState) -> str | None:
@@ -258,6 +268,9 @@ def format_summary(summary: ReportFigures) -> str:
         rest = sum(summary.without_objective.values()) - sum(n for _, n in summary.failures)
         if rest > 0:
             lines.append(f"  {rest:>5} x (other reasons)")
+    if summary.lineage:
+        lines.append(f"population-based training: {len(summary.lineage)} trials exploited others")
+        lines.extend(f"  {line}" for line in summary.lineage)
     if summary.top:
         lines.extend(_top_table(summary))
     return "\n".join(lines)

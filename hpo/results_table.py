@@ -24,6 +24,9 @@ jobs are gathered, and its trajectory plot relies on it):
 * ``m:status`` (result.json status), ``m:attempts``, ``m:slots`` and ``m:host`` (``;``-separated),
   ``m:size``, ``m:wall_time_s``, ``m:epochs``, ``m:num_parameters``, ``m:peak_memory_mb``,
   ``m:failure_reason``, ``m:inference_ms_per_graph``;
+* a population-based training campaign (:mod:`hpo.pbt`) only: ``m:lineage``, the trial's exploits
+  as ``<epoch>:<donor>@<donor's epoch>`` (``;``-separated; its ``p:`` columns are its final
+  parameters, those of its last exploit);
 * per head the trial predicted, its errors in physical units (the head's unit, from result.json):
   ``m:<head>_val_mae``, ``m:<head>_val_rmse``, ``m:<head>_test_mae``, ``m:<head>_test_rmse``.
 
@@ -115,7 +118,7 @@ def _header(state: CampaignState, heads: list[str]) -> list[str]:
     objective_columns = ([f"objective_{i}" for i in range(len(state.objectives.keys))] if state.objectives.multi
                          else ["objective"])
     return ([f"p:{k}" for k in keys] + objective_columns + ["loss", "job_id", "job_status", *METADATA_COLUMNS]
-            + [f"m:{h}_{e}" for h in heads for e in HEAD_ERRORS])
+            + (["m:lineage"] if state.is_pbt else []) + [f"m:{h}_{e}" for h in heads for e in HEAD_ERRORS])
 
 
 def _row(state: CampaignState, record: TrialRecord, keys: list[str], heads: list[str]) -> list[str]:
@@ -139,6 +142,7 @@ def _row(state: CampaignState, record: TrialRecord, keys: list[str], heads: list
                    _fmt(result.wall_time_s), _fmt(result.epochs), _fmt(result.num_parameters),
                    _fmt(result.peak_memory_mb))),
                _fmt(last.reason), _fmt(None if result is None else result.inference_ms_per_graph)]
+            + ([";".join(step.text() for step in record.lineage)] if state.is_pbt else [])
             + [_fmt(head_error(record, h, e)) for h in heads for e in HEAD_ERRORS])
 
 

@@ -28,6 +28,7 @@ from hpo.events import (
     JournalEventError,
     NodeDrained,
     TrialEnded,
+    TrialExploited,
     TrialFailed,
     TrialFinished,
     TrialMoved,
@@ -42,7 +43,23 @@ from hpo.objective import ObjectiveKey, Objectives
 from hpo.status import ALL_STATUSES, PendingStatus, Status, TrialStatus
 from hydragnn_ensemble.result import EpochReport, TrialResult
 
-__all__ = ["AttemptRecord", "CampaignState", "TrialRecord"]
+__all__ = ["AttemptRecord", "CampaignState", "Lineage", "TrialRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """One PBT exploit of a trial: after ``epoch`` it took over trial ``donor_id``'s state (after
+    the donor's epoch ``donor_epoch``), its parameters ``params_before`` replaced by ``params``."""
+
+    epoch: int
+    donor_id: int
+    donor_epoch: int
+    params_before: dict[str, Any]
+    params: dict[str, Any]
+
+    def text(self) -> str:
+        """``<epoch>:<donor>@<donor epoch>``, as results.csv and the reports show it."""
+        return f"{self.epoch}:{self.donor_id}@{self.donor_epoch}"
 
 
 @dataclass(slots=True)
@@ -98,6 +115,7 @@ class TrialRecord:
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
     objective: float | None = None  # the (primary) objective of its last attempt
     objective_values: tuple[float, ...] | None = None  # a multi-objective campaign's every objective
+    lineage: list[Lineage] = field(default_factory=list)  # PBT: its exploits in order (params: the last one's)
 
     @property
     def last_attempt(self) -> AttemptRecord | None:
@@ -296,6 +314,22 @@ class CampaignState:
         attempt.end = event.time
         attempt.moved_after = event.epochs_done
 
+    def _on_exploited(self, event: TrialExploited) -> None:
+        record = self._trial(event.trial_id)
+        attempt = record.attempts.get(event.attempt)
+        if attempt is None:
+            raise JournalEventError(f"trial {event.trial_id} attempt {event.attempt} was exploited, but it never "
+                                    "started")
+        if attempt.status == PendingStatus.MOVED:  # the same event written twice: counted once
+            self.num_duplicates += 1
+            return
+        attempt.status = PendingStatus.MOVED
+        attempt.end = event.time
+        attempt.moved_after = event.donor_epoch
+        record.lineage.append(Lineage(event.epoch, event.donor_id, event.donor_epoch, dict(record.params),
+                                      dict(event.params)))
+        record.params = dict(event.params)
+
     def _on_campaign_started(self, event: CampaignStarted) -> None:
         previous_end = self.segments[-1][1] if self.segments else None
         for record in self.trials.values():
@@ -380,6 +414,12 @@ class CampaignState:
         return None if best is None else best.objective
 
     @property
+    def is_pbt(self) -> bool:
+        """A population-based training campaign (optimizer ``pbt``): its trials have lineages."""
+        config = self.campaign.config if self.campaign is not None else None
+        return config is not None and config.optimizer.name == "pbt"
+
+    @property
     def param_keys(self) -> list[str]:
         """Search-space keys (from the campaign, else from the trials, in first-seen order)."""
         if self.campaign is not None and self.campaign.search_space is not None:
@@ -405,6 +445,7 @@ _HANDLERS: dict[type, Callable[[CampaignState, Any], None]] = {
     TrialFinished: CampaignState._on_ended,
     TrialFailed: CampaignState._on_ended,
     TrialMoved: CampaignState._on_moved,
+    TrialExploited: CampaignState._on_exploited,
     CampaignStarted: CampaignState._on_campaign_started,
     NodeDrained: CampaignState._on_node_drained,
     CampaignFinished: CampaignState._on_campaign_finished,

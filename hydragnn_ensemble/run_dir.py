@@ -13,6 +13,9 @@
     RUN_DIR/move               written by a campaign to move the trial to other slots: it stops
                                after its current epoch (never inside one) and keeps its training
                                state, which the continuation on the new slots resumes from
+    RUN_DIR/inherit_state.pt   placed by a PBT campaign (a hard link to a donor trial's training
+                               state): the trainer starts from it instead of its own state
+                               (:mod:`hydragnn_ensemble.train.inherit`)
     RUN_DIR/verdicts.json      written by a campaign before the start: the epochs after which the
                                trainer waits for the campaign's verdict, and how long at most
     RUN_DIR/go_on              written by a campaign: the last epoch its stopper let the trial go on after
@@ -34,6 +37,7 @@ LOG_NAME = "train.log"
 PROGRESS_NAME = "progress.jsonl"
 STOP_NAME = "stop"
 MOVE_NAME = "move"
+INHERIT_NAME = "inherit_state.pt"
 VERDICTS_NAME = "verdicts.json"
 GO_ON_NAME = "go_on"
 VERDICT_POLL_S = 0.01  # how often a trainer waiting for the campaign's verdict looks for it
@@ -80,6 +84,10 @@ class RunDir:
     def moved_away(self) -> bool:
         """The campaign asked this trial to move (and not to stop): its training state is kept."""
         return self.move.exists() and not self.stop.exists()
+
+    @property
+    def inherit_state(self) -> Path:
+        return self.root / INHERIT_NAME
 
     @property
     def verdicts(self) -> Path:

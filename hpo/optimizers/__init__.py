@@ -49,6 +49,8 @@ OPTIMIZERS: dict[str, OptimizerEntry] = {
     "optuna-nsga2": OptimizerEntry("hpo.optimizers.optuna_nsga2", "OptunaNSGA2",
                                    "Optuna's NSGA-II sampler (evolutionary, for several objectives)"),
     "random": OptimizerEntry("hpo.optimizers.random_search", "RandomSearch", "uniform random search"),
+    "pbt": OptimizerEntry("hpo.optimizers.pbt", "PopulationBasedTraining",
+                          "population-based training (exploit and explore while the trials train)"),
 }
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
 

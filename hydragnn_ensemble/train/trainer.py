@@ -53,6 +53,7 @@ from hydragnn_ensemble.train.data import (FieldSelection, GraphSource, PreparedD
 from hydragnn_ensemble.train.distributed import DistributedContext, ProcessGroup
 from hydragnn_ensemble.train.log import TrialLog
 from hydragnn_ensemble.train.losses import MultiHeadLoss
+from hydragnn_ensemble.train.inherit import adopt_inherited
 from hydragnn_ensemble.train.resume import StateFile, Undo, apply_state, remove_state
 from hydragnn_ensemble.train.training_state import StateIdentity, TrainingState, capture_rng
 
@@ -334,6 +335,11 @@ class Trainer:
         """Continue from the run directory's training state where it is this trial's (every rank
         of a data-parallel trial reads it; they resume only if all read the same epoch); the epoch
         to start at (0: from scratch, with one line in train.log saying why a state was ignored)."""
+        if self.ctx.is_main:  # PBT: a donor's snapshot becomes this trial's own state first
+            adopt_inherited(RunDir(self.run_dir), self.state_file.identity, self.config.training.Optimizer,
+                            self.log.write)
+        if self.ctx.is_distributed:  # the others read the state once rank 0 has written it
+            self.pg.all_reduce_sum(torch.zeros(1, dtype=torch.float64, device=self.device))
         state, why = self.state_file.load()
         undo, note, restored = None, None, _Best()
         if state is not None:

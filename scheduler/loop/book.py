@@ -133,6 +133,16 @@ class TrialBook:
                           else growth.end, now)
         return self._run(next_spec, growth.slots, now)
 
+    def restart(self, next_spec: TrialSpec, now: float) -> RunningTrial:
+        """A trial left its slots to go on as ``next_spec`` on the same slots (PBT's exploit): it
+        holds them again from ``now`` on."""
+        trial_id = next_spec.trial_id
+        slots = self.end(trial_id, now).slots
+        self.pool.allocate(trial_id, slots)
+        end = now + (next_spec.sized.predicted_seconds if next_spec.sized is not None else 0.0)
+        self.policy.moved(trial_id, slots, end, now)
+        return self._run(next_spec, slots, now)
+
     def schedule(self, now: float) -> list[RunningTrial]:
         """Start what placement decides now (a moldable trial may start wider than it was sized),
         then waiting trials on shared GPUs with room."""

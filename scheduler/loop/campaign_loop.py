@@ -49,8 +49,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from hpo.events import JournalEvent, NodeDrained, TrialMoved, TrialProgress, TrialStopRequested, TrialSuggested
+from hpo.events import (JournalEvent, NodeDrained, TrialExploited, TrialMoved, TrialProgress, TrialStopRequested,
+                        TrialSuggested)
 from hpo.objective import ObjectiveKey, Objectives
+from hpo.pbt import Exploit, Exploiter, Member
 from hpo.stoppers import Stopper
 from hydragnn_ensemble.result import OOM_REASON, EpochPace, EpochReport, TrialResult, TrialStatus
 from scheduler.cost_model import MAX_EVAL_FACTOR, EpochTimes
@@ -108,6 +110,8 @@ class LoopRules:
     fill_tail: bool = False
     # several small trials per GPU (scheduler.sharing; a campaign's resources.gpu_sharing)
     gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
+    # population-based training (optimizer ``pbt``): the exploit rule applied at each trial's epochs
+    pbt: Exploiter | None = None
 
     @property
     def objective(self) -> ObjectiveKey:
@@ -125,7 +129,7 @@ class LoopRules:
                    min_trials_for_threshold=cfg.min_trials_for_threshold,
                    objectives=cfg.objective_set, trial_time_limit_s=cfg.trial_time_limit_s,
                    drain_after_node_failures=cfg.drain_after_node_failures, fill_tail=cfg.fill_tail,
-                   malleable=cfg.moves_trials, gpu_sharing=gpu_sharing or GpuSharing())
+                   malleable=cfg.moves_trials, gpu_sharing=gpu_sharing or GpuSharing(), pbt=cfg.pbt)
 
 
 class LoopActions(ABC):
@@ -157,6 +161,13 @@ class LoopActions(ABC):
         """Ask ``rt`` to checkpoint after its current epoch and exit (``at_boundary``), or to exit
         now (it has no epoch to keep and restarts from scratch): it continues on ``slots`` slots
         (its exit comes back through :meth:`CampaignLoop.trial_moved`)."""
+
+    def exploit_trial(self, rt: RunningTrial, exploit: Exploit) -> None:
+        """PBT: ask ``rt`` to stop after its current epoch; its continuation starts from trial
+        ``exploit.donor_id``'s training state as it is now, with ``exploit.params`` (its exit comes
+        back through :meth:`CampaignLoop.trial_moved`). A world that cannot (the simulator) keeps
+        this refusal; campaigns are checked before they get here."""
+        raise RuntimeError(f"{type(self).__name__} does not run population-based training (optimizer 'pbt')")
 
     @abstractmethod
     def take_back(self, queued: QueuedTrial, reason: str) -> None:
@@ -203,11 +214,14 @@ class CampaignLoop:
         # is stopped again, without telling the stopper epochs a replay would not tell it
         self._last_epoch: dict[int, int] = {}
         self._decided: dict[int, int] = {}
+        self._latest: dict[int, tuple[int, float | None]] = {}  # PBT: each trial's last (epoch, objective)
         if stopper is not None:
             history = list(progress_history)
             self._decided = stopper.replay((t, epoch, self._stopper_value(value, elapsed))
                                            for t, epoch, value, elapsed in history)
             self._last_epoch = {t: epoch for t, epoch, _, _ in history}
+        if rules.pbt is not None:  # a resumed PBT campaign ranks with the reports of its earlier runs
+            self._latest = {t: (epoch, value) for t, epoch, value, _ in progress_history}
 
     @property
     def stopped_by_failures(self) -> bool:
@@ -376,6 +390,9 @@ class CampaignLoop:
             if epoch <= self._last_epoch.get(trial_id, 0):  # a re-run from scratch: judged afresh
                 self._decided.pop(trial_id, None)
             self._last_epoch[trial_id] = epoch
+            if self.rules.pbt is not None:
+                self._latest[trial_id] = (epoch, value)
+                self._exploit(rt, epoch, now)
             if self.stopper is None or rt.stopping is not None:
                 continue
             if trial_id in self._decided:  # resumed after the epoch its stop was decided at: it stands
@@ -390,6 +407,24 @@ class CampaignLoop:
                 self.book.revised(RunningEstimate(trial_id, len(rt.slots), rt.predicted_end(), now), now)
             elif epoch in self.stopper.decision_epochs(epoch + 1):
                 self.actions.go_on(rt, epoch)
+
+    def _exploit(self, rt: RunningTrial, epoch: int, now: float) -> None:
+        """PBT after ``rt``'s ``epoch``: the exploit rule over the live population (running trials
+        that are neither stopping nor leaving their slots, and not on a shared GPU); an exploited
+        trial stops after this epoch and goes on from its donor's state (:meth:`trial_moved`)."""
+        spec = rt.spec
+        budget = spec.sized.epochs if spec.sized is not None else None
+        if (rt.stopping is not None or rt.moving_to is not None or rt.exploit is not None or rt.on_shared_gpu
+                or spec.trial_id in self.book.queued or (budget is not None and epoch >= budget)):
+            return
+        population = [Member(t, other.spec.params, *self._latest[t]) for t, other in self.book.running.items()
+                      if t in self._latest and other.stopping is None and other.moving_to is None
+                      and other.exploit is None]
+        assert self.rules.pbt is not None
+        exploit = self.rules.pbt.decide(spec.trial_id, epoch, population)
+        if exploit is not None:
+            rt.exploit = exploit
+            self.actions.exploit_trial(rt, exploit)
 
     def _stop_trial(self, rt: RunningTrial, reason: str, now: float) -> None:
         """Ask ``rt`` to stop after its current epoch, for ``reason``."""
@@ -454,7 +489,7 @@ class CampaignLoop:
         boundary from its checkpoint, or (``from_scratch``, no epoch done yet) now, from the start."""
         spec = rt.spec
         epochs = spec.sized.epochs if spec.sized is not None else None
-        if epochs is None or rt.stopping is not None or rt.moving_to is not None:
+        if epochs is None or rt.stopping is not None or rt.moving_to is not None or rt.exploit is not None:
             return
         growable = (self.rules.malleable and rt.startup_s is not None and spec.moves < self.rules.max_moves
                     and spec.trial_id not in self.book.queued)
@@ -529,6 +564,9 @@ class CampaignLoop:
         ``epochs_done`` epochs (from its checkpoint; 0: from scratch): it starts again at once on the
         slots it was given. A trial whose epochs were all done ends through :meth:`trial_ended`."""
         rt = self.book.running.get(trial_id)
+        if rt is not None and rt.spec.attempt == attempt and rt.exploit is not None:
+            self._exploited(rt, now)
+            return
         if rt is None or rt.spec.attempt != attempt or rt.moving_to is None:
             raise RuntimeError(f"trial {trial_id} attempt {attempt} moved, but no move was asked of it")
         spec, size = rt.spec, len(rt.moving_to.slots)
@@ -541,6 +579,24 @@ class CampaignLoop:
         self._events.append(TrialMoved(time=now, trial_id=trial_id, attempt=attempt, epochs_done=epochs_done,
                                        size=size))
         started = self.book.move(next_spec, now)
+        self._events.append(started_event(started, self.book.pool, now))
+        self.actions.start(started)
+
+    def _exploited(self, rt: RunningTrial, now: float) -> None:
+        """PBT: ``rt`` stopped for its exploit; its continuation (same slots, the donor's state and
+        the exploit's parameters) starts at once."""
+        spec, exploit = rt.spec, rt.exploit
+        assert exploit is not None
+        budget = spec.sized.epochs if spec.sized is not None else None
+        left = max(1, (budget or exploit.donor_epoch + 1) - exploit.donor_epoch)
+        per_epoch = rt.last_epoch_s or rt.paced_epoch_s or 0.0
+        sized = SizedTrial(len(rt.slots), (rt.startup_s or 0.0) + left * per_epoch, epochs=budget)
+        next_spec = spec.exploited(exploit, now - rt.start_time, sized)
+        self._events.append(TrialExploited(time=now, trial_id=spec.trial_id, attempt=spec.attempt, epoch=exploit.epoch,
+                                           donor_id=exploit.donor_id, donor_epoch=exploit.donor_epoch,
+                                           params=dict(exploit.params)))
+        self._latest.pop(spec.trial_id, None)  # ranked again from its continuation's first report
+        started = self.book.restart(next_spec, now)
         self._events.append(started_event(started, self.book.pool, now))
         self.actions.start(started)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hpo.pbt import Exploit
 from hydragnn_ensemble.result import EpochReport
 from scheduler.placement.base import Growth
 from scheduler.sizing import SizedTrial
@@ -41,6 +42,7 @@ class TrialSpec:
     moves: int = 0  # times it moved onto more slots
     extra: bool = False  # started beyond max_trials to fill the campaign's tail (LoopRules.fill_tail)
     avoid_nodes: frozenset[int] = frozenset()  # nodes an attempt of it failed on for a node-level reason
+    inherit_from: int | None = None  # PBT: it starts from this trial's training state (hpo.pbt)
 
     def next_attempt(self, size: int, avoid_nodes: frozenset[int] = frozenset()) -> "TrialSpec":
         """The retry of this attempt on ``size`` slots (same id, parameters and retry counts; a
@@ -55,6 +57,13 @@ class TrialSpec:
         return TrialSpec(self.trial_id, self.params, self.attempt + 1, size, self.suggestion_id,
                          self.retries_used, self.oom_retried, sized, epochs_done, self.time_used_s + seconds,
                          self.moves + 1)
+
+    def exploited(self, exploit: Exploit, seconds: float, sized: SizedTrial) -> "TrialSpec":
+        """PBT's continuation of this attempt (which took ``seconds``) on the same slots: from the
+        donor's training state after ``exploit.donor_epoch`` epochs, with the exploit's parameters."""
+        return TrialSpec(self.trial_id, dict(exploit.params), self.attempt + 1, self.size, self.suggestion_id,
+                         self.retries_used, self.oom_retried, sized, exploit.donor_epoch,
+                         self.time_used_s + seconds, self.moves, inherit_from=exploit.donor_id)
 
 
 @dataclass
@@ -74,6 +83,7 @@ class RunningTrial:
     moving_to: Growth | None = None  # the slots it moves onto (a growth), at its epoch boundary or now
     on_shared_gpu: bool = False  # its slot is a GPU shared with other trials (scheduler.sharing)
     resumed_from: int | None = None  # epochs it continued after, told by its first report (or pace)
+    exploit: Exploit | None = None  # PBT: it stops after its epoch and goes on from a donor's state
 
     @property
     def first_epoch(self) -> int:

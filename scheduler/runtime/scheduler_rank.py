@@ -47,6 +47,7 @@ from hpo.failures import failure_counts
 from hpo.events import CampaignFinished, JournalEvent, NodeDrained, TrialProgress
 from hpo.results_table import ResultsTableError
 from hpo.session import CampaignSession
+from hpo.pbt import Exploit
 from hpo.stoppers import Stopper
 from hpo.time_budget import overrun_note
 from hydragnn_ensemble.config import ConfigError, epoch_budget
@@ -78,6 +79,7 @@ from scheduler.runtime.messages import (
 from scheduler.runtime.polling import Backoff
 from scheduler.runtime.progress import ProgressLine, ProgressSnapshot
 from scheduler.runtime.slot_usage import SlotUsage
+from scheduler.runtime.state_link import link_state
 from scheduler.runtime.faults import InfrastructureFault, infrastructure_cause, remedy
 from scheduler.runtime.launch import kill_margin_s
 from scheduler.runtime.outcome import merge_parts
@@ -218,6 +220,18 @@ class SchedulerRank(LoopActions):
         msg = MoveTrial(rt.spec.trial_id, rt.spec.attempt, f"moving from {len(rt.slots)} to {slots} slots")
         self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
 
+    def exploit_trial(self, rt: RunningTrial, exploit: Exploit) -> None:
+        """PBT: snapshot the donor's training state as it is now into the trial's directory (a hard
+        link: the donor's next write replaces its file, not this one) and ask the trial to stop
+        after its epoch; its exit (:meth:`_on_exit`) starts the continuation, which starts from the
+        snapshot. A donor without a state leaves a note in its place: the trainer starts from
+        scratch and says why in its log."""
+        target = self.cdir.trial(rt.spec.trial_id).inherit_state
+        link_state(self.cdir.trial(exploit.donor_id).training_state, target)
+        msg = MoveTrial(rt.spec.trial_id, rt.spec.attempt,
+                        f"PBT: exploiting trial {exploit.donor_id} after epoch {exploit.epoch}")
+        self._pending_stops.append((self.layout.slot_to_rank[rt.slots[0]], msg))
+
     def start(self, rt: RunningTrial, sent_ahead: QueuedTrial | None = None) -> None:
         self._parts[rt.spec.trial_id] = {}
         self.usage.started(rt)
@@ -313,7 +327,9 @@ class SchedulerRank(LoopActions):
         # pipe, a link): whatever it is goes; an earlier attempt's stop request is not this one's
         for planted in (run_dir.stop, run_dir.move, run_dir.go_on, run_dir.verdicts):
             remove_any(planted)
-        if not is_regular_file(run_dir.config):
+        if spec.inherit_from is None:  # a PBT snapshot is for the exploit's continuation only
+            remove_any(run_dir.inherit_state)
+        if spec.inherit_from is not None or not is_regular_file(run_dir.config):  # PBT: its new parameters
             remove_any(run_dir.config)
             write_atomic(run_dir.config, text)
         # an earlier attempt's result and logs are kept as <name>.attempt<k>.<ext>; files of an
@@ -353,9 +369,12 @@ class SchedulerRank(LoopActions):
                                   float(self.cfg.trial_time_limit_s))
             result = outcome.result
             told_off = any(p.killed_reason and p.killed_reason.startswith(IGNORED_STOP) for p in parts.values())
-            if rt.moving_to is not None and rt.stopping is None and (result.status == TrialStatus.STOPPED or told_off):
+            leaving = rt.moving_to is not None or rt.exploit is not None
+            if leaving and rt.stopping is None and (result.status == TrialStatus.STOPPED or told_off):
                 self._moved(rt, result, min(now, max(p.end_time for p in parts.values())), now)
                 return
+            if rt.exploit is not None:  # it ended by itself before its exploit: the snapshot goes unused
+                remove_any(self.cdir.trial(rt.spec.trial_id).inherit_state)
             ignored = rt.stopping is not None and told_off
             if ignored:
                 result = stopped_by_force(rt, result, self.cdir.trial(rt.spec.trial_id))

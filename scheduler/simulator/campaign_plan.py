@@ -112,6 +112,10 @@ def plan_campaign(campaign: Path, nodes: int, hours: float, *, dataset: Path | N
     checked = load_checked_campaign(campaign, None if dataset is None else {"dataset": str(Path(dataset).resolve())})
     cfg = checked.config
     _check_plan(campaign, cfg.trial_program, nodes, hours)
+    if cfg.pbt is not None:  # its exploits need real learning curves and training states
+        raise CampaignPlanError(f"{campaign}: optimizer 'pbt': the simulator does not model population-based "
+                                "training (its trials exploit each other's training states); plan it as "
+                                "optimizer 'random' with the same max_trials for its cost")
     res = cfg.resources
     spn = res.slots_per_node
     try:

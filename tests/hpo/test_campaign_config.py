@@ -45,7 +45,7 @@ def test_missing_required_and_bad_values(campaign_files):
         load_campaign(campaign_files(max_trials=0))
     with pytest.raises(CampaignConfigError, match="failure_threshold: Input should be less than or equal to 1"):
         load_campaign(campaign_files(failure_threshold=1.5))
-    with pytest.raises(CampaignConfigError, match="optimizer.name: unknown optimizer 'hyperopt'; choose one of \\['deephyper-cbo', 'optuna-tpe', 'optuna-nsga2', 'random'\\]"):
+    with pytest.raises(CampaignConfigError, match="optimizer.name: unknown optimizer 'hyperopt'; choose one of \\['deephyper-cbo', 'optuna-tpe', 'optuna-nsga2', 'random', 'pbt'\\]"):
         load_campaign(campaign_files(optimizer={"name": "hyperopt"}))
     with pytest.raises(CampaignConfigError, match="slots_per_trial: 6 slots spans nodes but is not a multiple of slots_per_node \\(4\\)"):
         load_campaign(campaign_files(resources={"slots_per_node": 4, "slots_per_trial": [1, 6]}))

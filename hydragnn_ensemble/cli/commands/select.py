@@ -175,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
     for m in manifest.members:
         arch = m.config.get("NeuralNetwork", {}).get("Architecture", {})
         per_head = "  " + " ".join(f"{h}={w:.2f}" for h, w in m.head_weights.items()) if m.head_weights else ""
+        lineage = f"  lineage {';'.join(m.lineage)}" if m.lineage else ""  # PBT: <epoch>:<donor>@<its epoch>
         print(f"{m.trial_id:>6} {m.weight:>7.3f} {m.objective:>11.5g}  {arch.get('mpnn_type', '?'):<9}  "
-              f"{arch.get('hidden_dim', '?')}{per_head}")
+              f"{arch.get('hidden_dim', '?')}{per_head}{lineage}")
     if not args.calibrate:
         dataset = str(args.dataset) if args.dataset is not None else manifest.dataset
         _print_accuracy(args.output, dataset, args.batch_size, not args.no_progress)
