@@ -240,7 +240,7 @@ class SimulatedCluster(LoopActions):
         # the failed attempt left one
         done = rt.spec.resume_epoch or self.state_epochs.pop(t.trial_id, 0)
         costs = self.state_costs
-        startup = self.startup[t.trial_id] = t.startup_s * (costs.restart_factor if done else 1.0)
+        startup = self.startup[t.trial_id] = t.startup_s + (costs.restart_extra_s if done else 0.0)
         factor = 1.0 + costs.checkpoint_share
         duration, self.last_epoch[t.trial_id] = t.attempt(width, done, rt.spec.time_used_s, factor,
                                                           startup if done else None)

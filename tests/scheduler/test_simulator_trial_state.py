@@ -22,16 +22,16 @@ def test_each_epoch_pays_its_state_write():
     assert charged.summary["makespan_s"] == pytest.approx(5.0 + 10 * 11.0)  # by hand
 
 
-def test_a_move_restarts_at_the_measured_share_of_its_start_up():
-    """As the malleable study's case (test_simulator.py), with a restart half the first start-up:
-    25 + 2.5 + 38 x 2.5 s."""
+def test_a_move_restart_adds_the_measured_seconds_to_its_start_up():
+    """As the malleable study's case (test_simulator.py), with 3 s more for the restart:
+    25 + (5 + 3) + 38 x 2.5 s."""
     eff = ParallelEfficiency(alpha=0.0, slots_per_node=4)
     w = [SimTrial(0, 1, 10.0, 405.0, epochs=40, epoch_s=10.0, startup_s=5.0, wider_sizes=(2, 4), efficiency=eff),
          SimTrial(1, 1, 10.0, 10.0, epochs=1, epoch_s=10.0)]
     moved = simulate(w, SimConfig(nodes=1, gpus_per_node=4, malleable=True,
-                                  trial_state=TrialStateCosts(restart_factor=0.5)))
+                                  trial_state=TrialStateCosts(restart_extra_s=3.0)))
     parts = [(x.start, x.end, len(x.held), x.epochs, x.moved) for x in moved.records if x.trial_id == 0]
-    assert parts == [(0.0, 25.0, 1, 2, True), (25.0, 122.5, 4, 40, False)]
+    assert parts == [(0.0, 25.0, 1, 2, True), (25.0, 128.0, 4, 40, False)]
 
 
 @pytest.mark.parametrize("resume", [True, False])
@@ -60,8 +60,8 @@ def test_a_retry_resumes_after_the_epochs_its_failed_attempt_finished(tmp_path, 
 
 def test_the_shipped_measurement_reads_and_a_bad_file_names_its_key(tmp_path):
     measured = TrialStateCosts.measured()
-    assert 0.0 < measured.checkpoint_share < 0.05 and measured.restart_factor > 0 and measured.resume_retries
+    assert 0.0 < measured.checkpoint_share < 0.05 and measured.restart_extra_s > 0 and measured.resume_retries
     bad = tmp_path / "costs.json"
-    bad.write_text(json.dumps({"checkpoint_share": 0.01, "restart_factor": 1.0}))
+    bad.write_text(json.dumps({"checkpoint_share": 0.01, "restart_extra_s": 1.0}))
     with pytest.raises(TrialStateCostsError, match="no key 'resume_retries'"):
         TrialStateCosts.read(bad)
