@@ -16,8 +16,16 @@ are trained and early-stopped on train/val and chosen on val; the uncertainty mo
 generator (``in_distribution``, 300 of them), its ideal, relaxed and ordered cells as rows of
 their own, random cells of 108-256 atoms (``large_cells``), and the shifts of
 :mod:`graph_builders.datasets.alloy_shifts` (other lattices, vacancies, surfaces, compression,
-uniform tension and compression of 4-8%, shear, more components, unseen elements Pt and Al); none
-of them is used to fit anything.
+uniform tension and compression of 4-8%, shear, more components, unseen elements Pt and Al, hot
+rattled cells, interstitials, segregated cells); none of them is used to fit anything.
+
+Leave one family out (:mod:`bench.uncertainty_lofo`, per ensemble with the full model): every set
+but in distribution is a family; for each held-out family the uncertainty model's design (rule
+terms kept, difficulty score of the per-group scales) and the std flag's factor are chosen on the
+other families, the weights and scales fitted on ``calset``, and the held-out family is reported
+(per family and the spread: min / median), with the pooled AUROC, the out-of-domain flag's
+precision and recall, the share of in-domain rows confidently wrong (|err| > 3 std), and what the
+design space gives without each part.
 
 Per set and ensemble: MAE, RMSE, mean std, RMSE / mean std, RMSE and std relative to in
 distribution, 68/95% coverage, ZMS (mean squared z-score), NLL, in-domain fraction; pooled:
