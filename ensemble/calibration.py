@@ -49,7 +49,7 @@ from ensemble.predictor import (
     read_split,
     split_targets,
 )
-from ensemble.uncertainty import HeadUncertainty, fit_composition_response, fit_head, fit_strain_response
+from ensemble.uncertainty import HeadUncertainty, fit_head, fit_strain_response
 
 UNCERTAINTY_FILE = "uncertainty.npz"
 #: fewer structures than this in a split that fits or reports the uncertainty model get a warning:
@@ -99,7 +99,10 @@ class CalibrationReport:
                  f"{'ZMS':>7}{'spearman':>9}  weights"]
         for head, m in self.after.items():
             rho = "-" if m.spearman is None else f"{m.spearman:.2f}"
-            weights = " ".join(f"{k} {v:.3g}" for k, v in self.models[head].weights.items())
+            model = self.models[head]
+            weights = " ".join(f"{k} {v:.3g}" for k, v in model.weights.items())
+            if model.groups is not None:
+                weights += f"; std x {'/'.join(f'{v:.2f}' for v in model.groups.scales)} by {model.groups.score}"
             lines.append(f"{head:<18}{m.mae:>10.4g}{m.rmse:>10.4g}{m.mean_std:>10.4g}{m.nll:>8.3f}"
                          f"{m.coverage_68:>7.2f}{m.coverage_95:>7.2f}{m.zms:>7.2f}{rho:>9}  {weights}")
         for head, why in self.skipped.items():
@@ -145,25 +148,19 @@ def _graph_head_fits(predictor: EnsemblePredictor, train_targets: dict[str, np.n
 
 
 def _responses(predictor: EnsemblePredictor, reference: list,
-               train_targets: dict[str, np.ndarray]) -> tuple[dict[str, tuple], dict[str, tuple]]:
+               train_targets: dict[str, np.ndarray]) -> dict[str, tuple]:
     """Per graph head, from the training split (checked once): how its targets move with the strain
-    descriptors (:func:`~ensemble.uncertainty.fit_strain_response`, composition as covariates), and
-    a regular-solution model of them in the element fractions, the prior for unseen elements
-    (:func:`~ensemble.uncertainty.fit_composition_response`)."""
+    descriptors (:func:`~ensemble.uncertainty.fit_strain_response`, composition as covariates)."""
     domain = predictor.domain
-    if domain is None:
-        return {}, {}
+    if domain is None or not domain.scale_coef:
+        return {}
     check = domain.check(reference)
     ptr = node_offsets(reference)
-    strain = check.graph_strain(ptr) if domain.scale_coef else None
-    strains: dict[str, tuple] = {}
-    if strain is not None:
-        covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
-        strains = _graph_head_fits(predictor, train_targets, lambda y: fit_strain_response(strain, covariates, y))
-    composition = check.composition(ptr)
-    compositions = {} if composition is None else _graph_head_fits(
-        predictor, train_targets, lambda y: fit_composition_response(composition[0], y))
-    return strains, compositions
+    strain = check.graph_strain(ptr)
+    if strain is None:
+        return {}
+    covariates = composition_features(node_elements(reference), graph_index(ptr), len(reference), domain.elements)
+    return _graph_head_fits(predictor, train_targets, lambda y: fit_strain_response(strain, covariates, y))
 
 
 def _fit_models(predictor: EnsemblePredictor, reference: list,
@@ -171,7 +168,7 @@ def _fit_models(predictor: EnsemblePredictor, reference: list,
     """Each head's uncertainty model fitted on ``fit_graphs`` (responses on the ``reference``
     training graphs), and the heads skipped with the reason."""
     train_targets = split_targets(reference, predictor.heads)
-    responses, compositions = _responses(predictor, reference, train_targets)
+    responses = _responses(predictor, reference, train_targets)
     fit_y = split_targets(fit_graphs, predictor.heads)
     fit_inputs = head_inputs(predictor.heads, predictor.member_ids, predictor.weights,
                              predictor.observe(fit_graphs), predictor.head_weights)
@@ -182,8 +179,7 @@ def _fit_models(predictor: EnsemblePredictor, reference: list,
             skipped[head] = "no targets in the dataset"
             continue
         try:
-            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head), responses.get(head),
-                                    compositions.get(head))
+            models[head] = fit_head(hi.terms, hi.mean - fit_y[head], train_targets.get(head), responses.get(head))
         except ValueError as exc:
             skipped[head] = str(exc)
     return models, skipped

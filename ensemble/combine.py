@@ -13,7 +13,7 @@ For each head ``h`` with member predictions ``p_k``, member weights ``u_k`` and 
   larger of its graph distance and the mean of its nodes'), and the input-domain check
   (:mod:`ensemble.domain`);
 * the std from the head's uncertainty model (:mod:`ensemble.uncertainty`), its terms kept apart
-  (``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain``, ``composition``).
+  (``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain``).
 
 Without a fitted model (an uncalibrated ensemble) the std is the mixture's:
 ``sqrt(epistemic + aleatoric)``.
@@ -55,7 +55,7 @@ class HeadPrediction:
     """One head over all inputs. Graph heads: ``rows`` = graphs; node heads: ``rows`` = all nodes.
 
     ``parts`` holds each uncertainty term's share of the std (``std^2`` is the sum of their
-    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain``, ``composition`` (see
+    squares): ``epistemic``, ``aleatoric``, ``distance``, ``domain``, ``strain`` (see
     :mod:`ensemble.uncertainty`)."""
 
     head: HeadSpec
@@ -130,14 +130,10 @@ def _domain_rows(obs: Observation, level: str) -> tuple[np.ndarray | None, np.nd
     return obs.domain.outside_weight(obs.node_ptr), outside, obs.domain.graph_strain(obs.node_ptr)
 
 
-def _add_composition(terms: TermInputs, obs: Observation, mean: np.ndarray) -> None:
-    """What the composition term reads for graph rows: the mean, element fractions, unseen atoms."""
-    composition = None if obs.domain is None else obs.domain.composition(obs.node_ptr)
-    if composition is None:
-        return
-    terms.mean = mean
-    terms.composition, terms.unseen_fraction = composition
-    terms.unseen_weight = obs.domain.unseen_weight(obs.node_ptr)
+def _row_sizes(node_ptr: np.ndarray, level: str) -> np.ndarray:
+    """Atoms in each row's structure (a node row: its graph's)."""
+    sizes = np.diff(node_ptr)
+    return sizes if level == "graph" else np.repeat(sizes, sizes)
 
 
 @dataclass
@@ -172,9 +168,8 @@ def head_inputs(heads: HeadRegistry, member_ids: Sequence[int], weights: Sequenc
             wv = u[var_idx] / u[var_idx].sum()
             alea_var = np.tensordot(wv, np.stack([preds[idx[j]][head.name + VARIANCE_SUFFIX] for j in var_idx]), axes=1)
         weight, outside, strain = _domain_rows(obs, head.level)
-        terms = TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), weight, outside, strain)
-        if head.level == "graph":
-            _add_composition(terms, obs, mean)
+        terms = TermInputs(epi_var, alea_var, _row_distances(obs, idx, u, head.level), weight, outside, strain,
+                           size=_row_sizes(obs.node_ptr, head.level))
         out[head.name] = HeadInputs(mean, stack, w, [int(member_ids[k]) for k in idx], terms)
     return out
 

@@ -221,12 +221,6 @@ class DomainCheck:
         total = np.maximum(sizes, 1)[:, None]
         return counts / total, np.bincount(graph_of, ~known, minlength=len(sizes)) / total[:, 0]
 
-    def unseen_weight(self, node_ptr: np.ndarray) -> np.ndarray | None:
-        """Per graph, the part of :meth:`outside_weight` its atoms of unseen elements carry."""
-        if self.node_element is None:
-            return None
-        return _graph_mean(np.where(self.node_element < 0, self.node_outside_weight, 0.0), node_ptr)
-
     def graph_strain(self, node_ptr: np.ndarray) -> np.ndarray | None:
         """[num_graphs, D] mean strain descriptors per graph (nodes without them left out; NaN when
         none has them)."""

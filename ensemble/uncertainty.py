@@ -38,15 +38,11 @@ not fitted but a rule for inputs outside the training inputs.
   only). A uniformly stretched, compressed or sheared cell is predicted about as the nearest
   training cells were; the fitted curves say how much the target moves beyond them (zero inside
   the ranges), so the std grows with how far out the cell is, in the head's unit;
-* :class:`CompositionTerm` (weight fixed at 1, graph heads, rows with atoms of elements the training
-  never saw): ``v(x) + (mean - m(x))^2`` from a composition model of the head's training targets,
-  ``y ~ sum_e c_e x_e + sum_{i<j} w_ij x_i x_j`` (a regular solution: the per-element and pair
-  coefficients of the training elements, least squares on the training split). An unseen element
-  ``u`` at fraction ``x_u`` takes the training elements' coefficients as its prior: ``m`` puts their
-  means in its place, ``v = (sd_c x_u)^2 + (sd_w x_u (1 - x_u))^2 + var_residual`` (its pairs with
-  every training element taken as one unknown; several unseen elements as one). Where the members
-  predict far from that prior the error is taken to be that far: an embedding the training never
-  updated says nothing about the element. The out-of-domain term then leaves those atoms out.
+* the composition term (a regular-solution prior for elements the training never saw) is retired:
+  it fires on one named shift only, so no family but its own could choose it in the bench's
+  leave-one-family-out evaluation (``bench/uncertainty_lofo.py``; docs/performance.md). Models stored
+  with it read unchanged, its numbers ignored; unseen-element atoms weigh in the out-of-domain term
+  like any atom outside.
 
 An input is *in domain* when it passes the input checks (the rule of :mod:`ensemble.domain`) and
 its latent distance is within the limit.
@@ -63,8 +59,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import minimize
 
+from ensemble.group_calibration import GroupScales, fit_group_scales
+
 MIN_VARIANCE = 1e-24
 DISTANCE_LIMIT_QUANTILE = 0.99
+#: the difficulty score of the per-group std scales ``fit_head`` fits (see :mod:`ensemble.group_calibration`)
+DEFAULT_GROUP_SCORE: str | None = "std"
 
 
 @dataclass
@@ -77,10 +77,7 @@ class TermInputs:
     outside_weight: np.ndarray | None  # the row's weight outside the training inputs (see OutOfDomainTerm)
     outside: np.ndarray | None  # bool: outside by the input checks' rule (element, feature, shells, strain)
     strain: np.ndarray | None = None  # [rows, D] strain descriptors (graph rows: their atoms' mean; NaN: none)
-    mean: np.ndarray | None = None  # [rows, dim] the ensemble's mean (graph rows: for the composition term)
-    composition: np.ndarray | None = None  # [rows, E] fractions of the training elements (graph rows)
-    unseen_fraction: np.ndarray | None = None  # [rows] fraction of atoms of elements the training never saw
-    unseen_weight: np.ndarray | None = None  # [rows] the part of outside_weight those atoms carry
+    size: np.ndarray | None = None  # [rows] atoms in the row's structure (for the group calibration)
 
 
 class UncertaintyTerm(ABC):
@@ -161,22 +158,18 @@ class OutOfDomainTerm(UncertaintyTerm):
     name = "domain"
     fitted = False
 
-    def __init__(self, prior_variance: Sequence[float], distance_limit: float | None,
-                 unseen_elsewhere: bool = False) -> None:
+    def __init__(self, prior_variance: Sequence[float], distance_limit: float | None) -> None:
         self.prior_variance = np.asarray(prior_variance, dtype=np.float64)
         self.distance_limit = distance_limit
-        self.unseen_elsewhere = unseen_elsewhere  # the composition term speaks for unseen-element atoms
 
     @classmethod
     def from_model(cls, model: "HeadUncertainty") -> "OutOfDomainTerm | None":
         if not model.prior_variance:
             return None
-        return cls(model.prior_variance, model.distance_limit, bool(model.composition_coef))
+        return cls(model.prior_variance, model.distance_limit)
 
     def variance(self, inputs: TermInputs) -> np.ndarray | None:
         share = None if inputs.outside_weight is None else np.asarray(inputs.outside_weight, dtype=np.float64)
-        if share is not None and self.unseen_elsewhere and inputs.unseen_weight is not None:
-            share = np.maximum(share - inputs.unseen_weight, 0.0)
         beyond = None if inputs.distance is None or self.distance_limit is None else inputs.distance > self.distance_limit
         if share is None and beyond is None:
             return None
@@ -214,60 +207,6 @@ class StrainTerm(UncertaintyTerm):
         slope = self.coef[None, :, :, 0] + 2.0 * self.coef[None, :, :, 1] * edge[:, None, :]  # [rows, dim, D]
         delta = np.einsum("rkd,rd->rk", slope, x - edge)
         return delta * delta
-
-
-class CompositionTerm(UncertaintyTerm):
-    """``v + (mean - m)^2`` for rows with atoms of elements the training never saw, from the
-    head's composition model (a rule: weight 1; see the module docstring)."""
-
-    name = "composition"
-    fitted = False
-
-    def __init__(self, coef: Sequence[Sequence[float]], residual_variance: Sequence[float]) -> None:
-        self.coef = np.asarray(coef, dtype=np.float64)  # [dim, E + E(E-1)/2]: per element, then pairs
-        self.residual_variance = np.asarray(residual_variance, dtype=np.float64)
-        self.num_elements = int(round((math.sqrt(8 * self.coef.shape[1] + 1) - 1) / 2))  # E + E(E-1)/2 columns
-
-    @classmethod
-    def from_model(cls, model: "HeadUncertainty") -> "CompositionTerm | None":
-        return cls(model.composition_coef, model.composition_residual_variance) if model.composition_coef else None
-
-    def variance(self, inputs: TermInputs) -> np.ndarray | None:
-        if inputs.composition is None or inputs.unseen_fraction is None or inputs.mean is None:
-            return None
-        x = np.asarray(inputs.composition, dtype=np.float64)
-        if x.shape[1] != self.num_elements:
-            return None
-        xu = np.asarray(inputs.unseen_fraction, dtype=np.float64)[:, None]
-        single, pair = self.coef[:, :self.num_elements], self.coef[:, self.num_elements:]  # [dim, E], [dim, P]
-        design = regular_solution_design(x)
-        with_unseen = xu * (1.0 - xu)  # the unseen element's pairs with the training elements, as one
-        prior_mean = design @ self.coef.T + xu * single.mean(1)[None, :] + with_unseen * pair.mean(1)[None, :]
-        prior_var = ((xu * single.std(1)[None, :]) ** 2 + (with_unseen * pair.std(1)[None, :]) ** 2
-                     + self.residual_variance[None, :])
-        out = prior_var + (np.asarray(inputs.mean, dtype=np.float64) - prior_mean) ** 2
-        return np.where(xu > 0, out, 0.0)
-
-
-def regular_solution_design(composition: np.ndarray) -> np.ndarray:
-    """``[rows, E + E(E-1)/2]``: the element fractions ``composition`` ([rows, E]), then every pair's
-    product (``i < j``, row-major)."""
-    x = np.asarray(composition, dtype=np.float64)
-    first, second = np.triu_indices(x.shape[1], k=1)
-    return np.hstack([x, x[:, first] * x[:, second]])
-
-
-def fit_composition_response(composition: np.ndarray, targets: np.ndarray) -> tuple[list, list] | None:
-    """Per component, the coefficients of a regular-solution model of ``targets`` ([rows, dim]) in the
-    element fractions ``composition`` ([rows, E]; columns: per element, then every pair's product),
-    by least squares on the training rows, and the residuals' variance. None with fewer than two
-    elements or fewer than two rows per coefficient."""
-    design = regular_solution_design(composition)
-    if design.shape[1] < 3 or len(design) < 2 * design.shape[1]:  # one element: 1 column, two: 3
-        return None
-    y = np.asarray(targets, dtype=np.float64)
-    coef = np.linalg.lstsq(design, y, rcond=None)[0]  # [columns, dim]
-    return coef.T.tolist(), np.var(y - design @ coef, axis=0).tolist()
 
 
 def fit_strain_response(strain: np.ndarray, covariates: np.ndarray,
@@ -308,8 +247,12 @@ class HeadUncertainty(BaseModel):
     distance_limit: float | None = None  # beyond: out of domain
     strain_coef: list[list[list[float]]] = Field(default_factory=list)  # [dim][descriptor]: linear, quadratic
     strain_range: list[list[float]] = Field(default_factory=list)  # [descriptor]: the training rows' low, high
-    composition_coef: list[list[float]] = Field(default_factory=list)  # [dim][element..., pair...]
-    composition_residual_variance: list[float] = Field(default_factory=list)  # per component
+    #: the retired composition term's numbers (see the module docstring): read, ignored
+    composition_coef: list[list[float]] = Field(default_factory=list)
+    composition_residual_variance: list[float] = Field(default_factory=list)
+    #: the std's scales per group of a difficulty score (:mod:`ensemble.group_calibration`; None:
+    #: one scale, the NLL weights' own, as manifests before it)
+    groups: GroupScales | None = None
 
     def terms(self) -> list[UncertaintyTerm]:
         """Every registered term this model has what it needs for, in registry order."""
@@ -324,8 +267,7 @@ class HeadUncertainty(BaseModel):
 #: The registry of uncertainty terms: name -> class, in the order a head's std sums them (the names
 #: of the ``<head>_<name>_std`` columns of ``predict``).
 UNCERTAINTY_TERMS: dict[str, type[UncertaintyTerm]] = {
-    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, StrainTerm,
-                              CompositionTerm)}
+    cls.name: cls for cls in (EpistemicTerm, AleatoricTerm, DistanceTerm, OutOfDomainTerm, StrainTerm)}
 
 
 @dataclass
@@ -337,8 +279,11 @@ class HeadStd:
 
 
 def combine_terms(model: HeadUncertainty, inputs: TermInputs) -> HeadStd:
-    """The std of ``model`` for ``inputs`` (see the module docstring)."""
-    total = np.zeros_like(inputs.epistemic_var, dtype=np.float64)
+    """The std of ``model`` for ``inputs`` (see the module docstring): the fitted terms' variance,
+    times the square of the row's group scale when the model has groups, plus the rules' variance
+    (the calibration rows, inside the domain, say nothing about the rules)."""
+    fitted = np.zeros_like(inputs.epistemic_var, dtype=np.float64)
+    rules = np.zeros_like(fitted)
     parts: dict[str, np.ndarray] = {}
     for term in model.terms():
         v = term.variance(inputs)
@@ -347,8 +292,28 @@ def combine_terms(model: HeadUncertainty, inputs: TermInputs) -> HeadStd:
         weight = model.weights.get(term.name, 0.0) if term.fitted else 1.0
         part = weight * v
         parts[term.name] = np.sqrt(part)
-        total = total + part
-    return HeadStd(np.sqrt(np.maximum(total, MIN_VARIANCE)), parts)
+        if term.fitted:
+            fitted = fitted + part
+        else:
+            rules = rules + part
+    values = None if model.groups is None else difficulty(model.groups.score, inputs, np.sqrt(fitted))
+    if values is not None:
+        scale = model.groups.scale(values)[:, None]
+        fitted = fitted * scale * scale
+        parts = {name: part * scale if name in model.weights else part for name, part in parts.items()}
+    return HeadStd(np.sqrt(np.maximum(fitted + rules, MIN_VARIANCE)), parts)
+
+
+def difficulty(score: str, inputs: TermInputs, std: np.ndarray) -> np.ndarray | None:
+    """Each row's difficulty ``score`` (:data:`~ensemble.group_calibration.DIFFICULTY_SCORES`) from
+    its inputs and its term-model ``std`` ([rows, dim]); None when the inputs lack it."""
+    if score == "std":
+        return np.log(np.maximum(std.mean(axis=1), MIN_VARIANCE))
+    if score == "distance":
+        return inputs.distance
+    if score == "size":
+        return None if inputs.size is None else np.asarray(inputs.size, dtype=np.float64)
+    raise ValueError(f"unknown difficulty score {score!r}")
 
 
 def _nll(variance: np.ndarray, err: np.ndarray) -> float:
@@ -369,13 +334,14 @@ def distance_limit(distances: np.ndarray, quantile: float = DISTANCE_LIMIT_QUANT
 
 def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray | None,
              strain_response: tuple[list, list] | None = None,
-             composition_response: tuple[list, list] | None = None) -> HeadUncertainty:
+             group_score: str | None = DEFAULT_GROUP_SCORE) -> HeadUncertainty:
     """Weights minimising the calibration NLL of ``errors`` ([rows, dim], prediction - target).
 
     ``train_targets`` ([rows, dim], the training split's) give the out-of-domain term's variance;
     None leaves that term out. The distance term is used when ``inputs.distance`` is given; the
-    strain term with ``strain_response`` (:func:`fit_strain_response` on the training split), the
-    composition term with ``composition_response`` (:func:`fit_composition_response`, likewise)."""
+    strain term with ``strain_response`` (:func:`fit_strain_response` on the training split).
+    ``group_score`` names the difficulty score of the per-group scales fitted on the same rows
+    after the weights (:mod:`ensemble.group_calibration`; None: none)."""
     errors = np.asarray(errors, dtype=np.float64)
     mse = np.maximum(np.mean(errors * errors, axis=0), MIN_VARIANCE)
     limit = None if inputs.distance is None else distance_limit(inputs.distance)
@@ -386,8 +352,6 @@ def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray |
         distance_limit=limit,
         strain_coef=strain_response[0] if strain_response else [],
         strain_range=strain_response[1] if strain_response else [],
-        composition_coef=composition_response[0] if composition_response else [],
-        composition_residual_variance=composition_response[1] if composition_response else [],
     )
     fitted = [t for t in draft.terms() if t.fitted and t.variance(inputs) is not None
               and float(np.max(t.variance(inputs))) > 0]
@@ -404,4 +368,12 @@ def fit_head(inputs: TermInputs, errors: np.ndarray, train_targets: np.ndarray |
     starts = [np.zeros(len(fitted)), np.full(len(fitted), -2.0), np.full(len(fitted), 2.0)]
     best = min((minimize(loss, x0, method="L-BFGS-B", bounds=[(-30.0, 30.0)] * len(fitted)) for x0 in starts),
                key=lambda r: r.fun)
-    return draft.model_copy(update={"weights": {t.name: float(np.exp(w)) for t, w in zip(fitted, best.x)}})
+    model = draft.model_copy(update={"weights": {t.name: float(np.exp(w)) for t, w in zip(fitted, best.x)}})
+    if group_score is None:
+        return model
+    std = combine_terms(model, inputs).std  # the rules are about 0 on calibration rows (in the domain)
+    values = difficulty(group_score, inputs, np.sqrt(np.maximum(sum(
+        model.weights[t.name] * v for t, v in zip(fitted, variances)), MIN_VARIANCE)))
+    if values is None:
+        return model
+    return model.model_copy(update={"groups": fit_group_scales(group_score, values, errors / std)})

@@ -13,7 +13,13 @@ produces, to test whether an ensemble's uncertainty notices them (``bench/uncert
   training cells (random strains up to 3% per component) did not reach;
 * ``sheared``: FCC random alloys under a random symmetric strain of 8-12% per component;
 * ``more_components``: FCC random alloys with more elements than the training alloys;
-* ``unseen_elements``: FCC random alloys with at least one element the training alloys lack.
+* ``unseen_elements``: FCC random alloys with at least one element the training alloys lack;
+* ``rattled``: FCC random alloys at small strain with a thermal rattle of 0.10-0.16 Å per
+  component (the training cells: up to 0.05 Å), snapshots of a hot crystal;
+* ``interstitials``: FCC random alloys with 1-2 extra atoms of the alloy's elements at octahedral
+  sites (a self-interstitial: compressed bonds around one atom, the rest of the cell untouched);
+* ``segregated``: FCC random alloys whose species are sorted along one axis (two or three layers
+  of nearly pure metal): every atom on its lattice, only the chemical order is new.
 
 :func:`make_shift` returns the structures of one shift; ``info["shift"]`` names it.
 """
@@ -30,7 +36,7 @@ from graph_builders.datasets.alloy_structures import random_alloy
 from graph_builders.datasets.emt import AlloyConfigError, ElementReference, emt_reference
 
 SHIFTS: tuple[str, ...] = ("bcc", "hcp", "vacancies", "surfaces", "compressed", "tension", "compression", "sheared",
-                           "more_components", "unseen_elements")
+                           "more_components", "unseen_elements", "rattled", "interstitials", "segregated")
 
 
 def _choose(rng: np.random.Generator, elements: Sequence[str], k: int) -> list[str]:
@@ -102,6 +108,41 @@ def _strained(rng: np.random.Generator, refs: dict[str, ElementReference], eleme
     return atoms
 
 
+def _rattled(rng: np.random.Generator, refs: dict[str, ElementReference], elements: Sequence[str],
+             components: tuple[int, int]) -> Atoms:
+    k = int(rng.integers(components[0], components[1] + 1))
+    return random_alloy(rng, {s: refs[s] for s in elements}, k, int(rng.choice([32, 48])), 0.01,
+                        float(rng.uniform(0.10, 0.16)))
+
+
+def _interstitials(rng: np.random.Generator, refs: dict[str, ElementReference], elements: Sequence[str],
+                   components: tuple[int, int]) -> Atoms:
+    k = int(rng.integers(components[0], components[1] + 1))
+    atoms = random_alloy(rng, {s: refs[s] for s in elements}, k, 32, 0.01, 0.02)
+    symbols = sorted(set(atoms.get_chemical_symbols()))
+    a = _fcc_constant(refs, symbols)
+    for i in rng.choice(len(atoms), int(rng.integers(1, 3)), replace=False):
+        # an octahedral site: half a lattice constant from a lattice site along a cube axis
+        offset = np.zeros(3)
+        offset[int(rng.integers(3))] = 0.5 * a
+        atoms += Atoms(symbols[int(rng.integers(len(symbols)))], positions=[atoms.positions[i] + offset])
+    atoms.wrap()
+    return atoms
+
+
+def _segregated(rng: np.random.Generator, refs: dict[str, ElementReference], elements: Sequence[str],
+                components: tuple[int, int]) -> Atoms:
+    k = int(rng.integers(components[0], components[1] + 1))
+    atoms = random_alloy(rng, {s: refs[s] for s in elements}, k, int(rng.choice([32, 48])), 0.01, 0.03)
+    axis = int(rng.integers(3))
+    order = np.argsort(atoms.get_scaled_positions()[:, axis] + 1e-3 * rng.random(len(atoms)))
+    symbols = np.array(atoms.get_chemical_symbols())
+    layered = np.empty_like(symbols)
+    layered[order] = np.sort(symbols)  # the same composition, one species after the other along the axis
+    atoms.set_chemical_symbols(layered.tolist())
+    return atoms
+
+
 def _with_components(rng: np.random.Generator, refs: dict[str, ElementReference], elements: Sequence[str],
                      components: tuple[int, int], must_have: Sequence[str] = ()) -> Atoms:
     k = int(rng.integers(components[0], components[1] + 1))
@@ -139,6 +180,9 @@ def make_shift(shift: str, num: int, train_elements: Sequence[str], train_compon
         "unseen_elements": lambda: _with_components(
             rng, refs, (*elements, *other_elements), (max(low, 2), high),
             must_have=[other_elements[int(rng.integers(len(other_elements)))]]),
+        "rattled": lambda: _rattled(rng, refs, elements, (low, high)),
+        "interstitials": lambda: _interstitials(rng, refs, elements, (low, high)),
+        "segregated": lambda: _segregated(rng, refs, elements, (low, high)),
     }
     out = []
     for _ in range(num):

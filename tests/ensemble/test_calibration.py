@@ -92,14 +92,21 @@ def test_calibrate_a_real_ensemble(direct_ensemble, direct_campaign, tmp_path):
         assert report.after[head].coverage_95 == expect.coverage_95
         np.testing.assert_allclose(sum(p ** 2 for p in hp.parts.values()), hp.std ** 2, rtol=1e-9)
         assert model.distance_limit is not None and model.weights.keys() <= {"epistemic", "aleatoric", "distance"}
-        # the fitted weights are a minimum of the validation NLL: scaling them up or down is worse
+        # the fitted weights (before the group scales) are a minimum of the validation NLL: scaling
+        # them up or down is worse
+        observed_val = predictor.observe(val)
         vp = pred_val.heads[head]
-        base = calibration_metrics(y_val[head], vp.mean, vp.std).nll
+        plain = {h: m.model_copy(update={"groups": None}) for h, m in report.models.items()}
+        base = calibration_metrics(y_val[head], vp.mean, predictor.combine(observed_val, plain).heads[head].std).nll
         for factor in (0.7, 1.4):
             scaled = {h: m.model_copy(update={"weights": {k: w * factor for k, w in m.weights.items()}})
-                      for h, m in report.models.items()}
-            other = predictor.combine(predictor.observe(val), scaled).heads[head]
+                      for h, m in plain.items()}
+            other = predictor.combine(observed_val, scaled).heads[head]
             assert calibration_metrics(y_val[head], other.mean, other.std).nll > base - 1e-9
+        # the group scales are split-conformal on the fit split: every group covers >= 95% of its rows
+        assert model.groups is not None and min(model.groups.scales) > 0
+        z = np.abs(vp.mean - y_val[head]) / vp.std
+        assert np.mean(z <= 1.959963984540054 + 1e-9) >= 0.95
     assert pred_test.in_domain is not None and pred_test.in_domain.mean() >= 0.8
     assert len(report.plots) == 6
     for png in report.plots:

@@ -40,7 +40,7 @@ def test_fit_finds_a_distance_driven_error_and_the_parts_add_up():
     spread = np.full(n, 1e-3)  # members agree...
     distance = rng.uniform(0.5, 3.0, n)  # ...but the error grows with the latent distance beyond 1
     errors = (rng.normal(size=n) * 0.1 * np.maximum(distance, 1.0))[:, None]
-    model = fit_head(_inputs(n, spread, distance), errors, None)
+    model = fit_head(_inputs(n, spread, distance), errors, None, group_score=None)  # the terms alone
     unit = float(np.mean(errors ** 2))
     assert model.weights["distance"] * unit == pytest.approx(0.01, rel=0.05)
     assert model.weights["epistemic"] < 1.0  # the spread explains nothing
@@ -88,33 +88,17 @@ def test_strain_term_is_the_fitted_change_beyond_the_training_range():
         abs(delta(0.05, ranges[1][1], 0.0, 30.0)), 0.0], atol=1e-6)
 
 
-def test_composition_term_is_a_regular_solution_prior_for_unseen_elements():
-    """Targets of a regular solution in three elements: the fit recovers its coefficients; a row
-    with an unseen element at fraction 1/4 gets the prior's variance plus the members' distance from
-    the prior's mean (the training elements' mean coefficients in its place), and its atoms leave
-    the out-of-domain term; rows of training elements only get nothing."""
-    from ensemble.uncertainty import fit_composition_response
-
-    rng = np.random.default_rng(5)
-    x = rng.dirichlet(np.ones(3), 300)
-    single, pair = np.array([0.1, -0.2, 0.05]), np.array([0.3, -0.1, 0.5])  # pairs (0,1), (0,2), (1,2)
-    y = (x @ single + pair[0] * x[:, 0] * x[:, 1] + pair[1] * x[:, 0] * x[:, 2] + pair[2] * x[:, 1] * x[:, 2])[:, None]
-    coef, residual = fit_composition_response(x, y)
-    np.testing.assert_allclose(coef, [[*single, *pair]], atol=1e-9)
-    assert residual[0] == pytest.approx(0.0, abs=1e-12)
-    model = HeadUncertainty(weights={"epistemic": 1.0}, prior_variance=[0.04], composition_coef=coef,
-                            composition_residual_variance=[1e-4])
-    known = np.array([[0.5, 0.5, 0.0], [0.375, 0.375, 0.0]])  # the second: 1/4 of its atoms unseen
-    xu = np.array([0.0, 0.25])
-    mean = np.array([[0.0], [0.2]])
-    inputs = TermInputs(np.full((2, 1), 1e-6), None, None, np.array([0.0, 0.25]), np.array([False, True]),
-                        mean=mean, composition=known, unseen_fraction=xu, unseen_weight=np.array([0.0, 0.25]))
+def test_a_model_stored_with_the_retired_composition_term_reads_and_weighs_unseen_atoms_as_outside():
+    """The composition term is retired: a stored model with its numbers reads, gets no composition
+    part, and its unseen-element atoms (a quarter of the second row, each weighing 1) are in the
+    out-of-domain term: std^2 = spread^2 + prior_variance x 0.25^2."""
+    model = HeadUncertainty.model_validate({"weights": {"epistemic": 1.0}, "prior_variance": [0.04],
+                                            "composition_coef": [[0.1, -0.2, 0.05, 0.3, -0.1, 0.5]],
+                                            "composition_residual_variance": [1e-4]})
+    inputs = TermInputs(np.full((2, 1), 1e-6), None, None, np.array([0.0, 0.25]), np.array([False, True]))
     out = combine_terms(model, inputs)
-    prior_mean = (known[1] @ single + pair[0] * 0.375 * 0.375 + 0.25 * single.mean() + 0.25 * 0.75 * pair.mean())
-    prior_var = (0.25 * single.std()) ** 2 + (0.25 * 0.75 * pair.std()) ** 2 + 1e-4
-    np.testing.assert_allclose(out.parts["composition"][:, 0], [0.0, np.sqrt(prior_var + (0.2 - prior_mean) ** 2)])
-    np.testing.assert_allclose(out.parts["domain"][:, 0], 0.0)  # the composition term speaks for those atoms
-    assert fit_composition_response(x[:, :1], y) is None  # one element: no spread to take a prior from
+    assert "composition" not in out.parts
+    np.testing.assert_allclose(out.std[:, 0], np.sqrt([1e-6, 1e-6 + 0.04 * 0.25 ** 2]))
 
 
 def test_domain_check_counts_each_structure_s_training_and_unseen_elements():
@@ -128,7 +112,6 @@ def test_domain_check_counts_each_structure_s_training_and_unseen_elements():
     np.testing.assert_allclose(unseen, [0.25, 0.0])
     assert fractions[1].sum() == pytest.approx(1.0)
     weight = check.node_outside_weight
-    np.testing.assert_allclose(check.unseen_weight(np.array([0, 32, 64])), [weight[:8].sum() / 32, 0.0])
     assert weight[:8].min() >= 1.0
 
 
@@ -266,7 +249,7 @@ def test_the_registry_is_the_list_of_terms_a_model_uses() -> None:
     full = HeadUncertainty(weights={"epistemic": 1.0}, distance_unit_variance=[0.1], prior_variance=[2.0],
                            distance_limit=3.0)
     assert [t.name for t in full.terms()] == ["epistemic", "aleatoric", "distance", "domain"]
-    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "strain", "composition"]
+    assert list(UNCERTAINTY_TERMS) == ["epistemic", "aleatoric", "distance", "domain", "strain"]
     scaled = full.model_copy(update={"strain_coef": [[[1.0, 2.0], [0.0, 1.0]]], "strain_range": [[-0.01, 0.01], [0, 0.02]],
                                      "composition_coef": [[0.0, 0.0, 0.1]], "composition_residual_variance": [1e-4]})
     assert [t.name for t in scaled.terms()] == list(UNCERTAINTY_TERMS)

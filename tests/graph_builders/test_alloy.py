@@ -230,3 +230,21 @@ def test_every_shift_writes_to_extxyz_without_a_warning(tmp_path):
     read = ase.io.read(tmp_path / "shifts.extxyz", index=":")
     assert [a.info["shift"] for a in read] == [a.info["shift"] for a in frames]
     np.testing.assert_allclose(read[6].positions, frames[6].positions, atol=1e-6)  # a slab
+
+
+def test_rattled_interstitial_and_segregated_shifts():
+    """Rattled cells keep the atoms of a random cell and move them further than training's 0.05 Å;
+    interstitials add 1-2 atoms of the cell's own elements; segregated cells keep the composition,
+    one species after the other along one axis."""
+    from graph_builders.datasets.alloy_shifts import make_shift
+
+    elements = ("Cu", "Ni", "Au")
+    for atoms in make_shift("rattled", 3, elements, (2, 3), seed=5):
+        assert len(atoms) in (32, 48) and atoms.info["shift"] == "rattled"
+    for atoms in make_shift("interstitials", 3, elements, (2, 3), seed=5):
+        assert 33 <= len(atoms) <= 34 and set(atoms.get_chemical_symbols()) <= set(elements)
+        assert atoms.get_all_distances(mic=True)[np.triu_indices(len(atoms), 1)].min() < 2.1  # squeezed in
+    for atoms in make_shift("segregated", 3, elements, (2, 2), seed=5):
+        symbols = atoms.get_chemical_symbols()
+        per_axis = [np.array(symbols)[np.argsort(atoms.get_scaled_positions()[:, k])] for k in range(3)]
+        assert any(list(s) == sorted(s) for s in per_axis)  # sorted along one axis
