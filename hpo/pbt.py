@@ -4,7 +4,8 @@ A PBT campaign trains a population of trials side by side (the first ``populatio
 of :class:`hpo.optimizers.pbt.PopulationBasedTraining` are random samples). Whenever a trial reports
 an epoch that is a multiple of ``interval``, :meth:`Exploiter.decide` ranks the latest objectives
 of the live population (the running trials that reported at least ``interval`` epochs): a trial in
-the bottom ``quantile`` takes over a trial of the top ``quantile`` (its donor: the donor's training
+the bottom ``quantile`` takes over a trial of the top ``quantile`` with a strictly better objective
+(its donor: the donor's training
 state and parameters), with the perturbable parameters perturbed (x0.8 / x1.2 clipped to the space,
 a neighbouring choice for a categorical one, or with ``resample_probability`` a fresh draw) and
 every other parameter (the architecture) the donor's unchanged.
@@ -126,7 +127,11 @@ class Exploiter:
         k = max(1, math.floor(self.options.quantile * len(ranked)))
         if trial_id not in {m.trial_id for m in ranked[-k:]}:
             return None
-        donors = [m for m in ranked[:k] if m.value is not None and m.trial_id != trial_id]
+        own = next(m.value for m in ranked if m.trial_id == trial_id)
+        # a donor must be strictly better: two continuations of one donor that drew the same
+        # perturbation train alike, and one taking the other over would only restart it
+        donors = [m for m in ranked[:k] if m.value is not None and m.trial_id != trial_id
+                  and (own is None or m.value < own)]
         if not donors:
             return None
         rng = np.random.default_rng([self.seed, trial_id, epoch])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from test_runtime_matches_simulator import NODES, SLOTS_PER_NODE, VirtualAgents, comparable, run_runtime
+from test_runtime_matches_simulator import (NODES, SLOTS_PER_NODE, TableSizer, VirtualAgents, comparable,
+                                             run_runtime)
 
 from hydragnn_ensemble.result import EpochReport, TrialResult
 from scheduler.efficiency import ParallelEfficiency
@@ -32,7 +33,7 @@ def shape(params: dict[str, Any]) -> tuple[int, float, float]:
     return epochs, epoch_s, startup
 
 
-class ShapeSizer:
+class ShapeSizer(TableSizer):
     """The runtime's sizer for the table: one slot, the trial's true duration, its epoch budget;
     wider sizes as the simulator's workload sizer offers them."""
 
@@ -44,17 +45,8 @@ class ShapeSizer:
         s = self.choose(params)
         return s.slots, s.predicted_seconds
 
-    def observe_epoch(self, params, slots, attempt, times, node=None):
-        return False
-
-    def observe(self, params, slots, wall_time_s, ok, epochs=None, node=None):
-        pass
-
     def regrow(self, params, slots, epoch_s):
         return wider_epochs([n for n in (2,) if n > slots], slots, epoch_s, EFFICIENCY)
-
-    def larger_than(self, slots):
-        return None
 
 
 class EpochAgents(VirtualAgents):

@@ -214,6 +214,12 @@ def test_a_state_written_as_patience_ran_out_ends_at_once(tmp_path, dataset):
     assert f"early stopping after epoch {full.epochs - 1}" in after and " val_loss " not in after
 
 
+def train_on_two_ranks(config: Path, dataset: Path, run_dir: Path) -> None:
+    """The real CLI on two processes into ``run_dir`` (a rendezvous file beside the config)."""
+    _run_two_ranks(["train", str(config), "--dataset", str(dataset), "-o", str(run_dir), "--device", "cpu",
+                    "--no-progress", "--world-size", "2", "--init-method", f"file://{config.parent / 'rendezvous'}"])
+
+
 def test_every_rank_of_a_data_parallel_trial_resumes(tmp_path, dataset, uncut):
     """A state written by one process resumes on two (an out-of-memory retry on more slots): both
     ranks load it, and the run ends where the uncut one did, to the reduction order's rounding."""
@@ -221,9 +227,7 @@ def test_every_rank_of_a_data_parallel_trial_resumes(tmp_path, dataset, uncut):
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     run_dir = tmp_path / "wider"
     assert train(dataset, run_dir, cut_after=3) is None
-    _run_two_ranks(["train", str(tmp_path / "cfg.json"), "--dataset", str(dataset), "-o", str(run_dir),
-                    "--device", "cpu", "--no-progress", "--world-size", "2",
-                    "--init-method", f"file://{tmp_path / 'rendezvous'}"])
+    train_on_two_ranks(tmp_path / "cfg.json", dataset, run_dir)
     result = TrialResult.read(run_dir / "result.json")
     assert (result.status, result.slots, result.resumed_from, result.epochs) == ("completed", 2, 3, 6)
     assert result.objective == pytest.approx(uncut[1].objective, rel=1e-3)
@@ -275,9 +279,7 @@ def test_a_moved_trial_stops_after_its_epoch_keeping_its_state_and_goes_on_wider
     assert "moving from 1 to 2 slots (after epoch 1)" == moved.failure_reason
     assert read_training_state(run_dir / STATE).epoch == 2  # kept for the continuation
     (run_dir / "move").unlink()  # the campaign clears its requests before the continuation starts
-    _run_two_ranks(["train", str(tmp_path / "cfg.json"), "--dataset", str(dataset), "-o", str(run_dir),
-                    "--device", "cpu", "--no-progress", "--world-size", "2",
-                    "--init-method", f"file://{tmp_path / 'rendezvous'}"])
+    train_on_two_ranks(tmp_path / "cfg.json", dataset, run_dir)
     result = TrialResult.read(run_dir / "result.json")
     assert (result.status, result.slots, result.resumed_from, result.epochs) == ("completed", 2, 2, 6)
     assert result.objective == pytest.approx(uncut[1].objective, rel=1e-3)

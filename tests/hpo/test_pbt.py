@@ -53,6 +53,8 @@ def test_the_bottom_quantile_exploits_the_top_quantile_only_at_interval_epochs()
     # a non-finite objective ranks last and never donates
     d = rule.decide(0, 4, population([None, 0.1, 0.2, 0.3]))
     assert d is not None and d.donor_id == 1
+    # a tie is no reason to take over: two clones of one donor that trained alike stay as they are
+    assert rule.decide(1, 4, population([0.5, 0.5])) is None and rule.decide(0, 4, population([0.5, 0.5])) is None
 
 
 def test_the_new_params_are_the_donors_with_only_the_perturbable_keys_moved_within_the_space():
