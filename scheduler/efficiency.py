@@ -80,16 +80,17 @@ class LearntEfficiency:
 
     def __call__(self, slots: int) -> float:
         alpha = self.alpha
-        if slots <= 1:
-            return 1.0
-        return 1.0 / slots if alpha is None else 1.0 / (1.0 + alpha * (slots - 1))
+        return _amdahl(slots, 1.0 if alpha is None else alpha)  # alpha 1: e(n) = 1/n, no speed-up
 
     def for_move(self, slots: int) -> float:
         alpha = self.alpha
-        if slots <= 1:
-            return 1.0
-        return 1.0 / (1.0 + (self.move_prior_alpha if alpha is None else alpha) * (slots - 1))
+        return _amdahl(slots, self.move_prior_alpha if alpha is None else alpha)
 
     def learn(self, key: Hashable, slots: int, speedup: float) -> None:
         if slots > 1 and speedup > 0 and math.isfinite(speedup):  # alpha 1: no speed-up at all
             self._alphas[key] = min(1.0, max(0.0, (slots / speedup - 1.0) / (slots - 1)))
+
+
+def _amdahl(slots: int, alpha: float) -> float:
+    """``e(n) = 1 / (1 + alpha (n - 1))`` (1 on one slot)."""
+    return 1.0 if slots <= 1 else 1.0 / (1.0 + alpha * (slots - 1))

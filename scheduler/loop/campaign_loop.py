@@ -570,11 +570,9 @@ class CampaignLoop:
         if rt is None or rt.spec.attempt != attempt or rt.moving_to is None:
             raise RuntimeError(f"trial {trial_id} attempt {attempt} moved, but no move was asked of it")
         spec, size = rt.spec, len(rt.moving_to.slots)
-        budget = spec.sized.epochs if spec.sized is not None else None
-        left = max(1, (budget or epochs_done + 1) - epochs_done)
         per_epoch = rt.last_epoch_s or rt.paced_epoch_s or 0.0
         there = dict(self.sizer.regrow(spec.params, len(rt.slots), per_epoch)).get(size, per_epoch)
-        sized = SizedTrial(size, (rt.startup_s or 0.0) + left * there, epochs=budget)
+        sized = self._continuation(rt, size, epochs_done, there)
         next_spec = spec.moved(size, epochs_done, now - rt.start_time, sized)  # one time limit for all moves
         self._events.append(TrialMoved(time=now, trial_id=trial_id, attempt=attempt, epochs_done=epochs_done,
                                        size=size))
@@ -587,10 +585,7 @@ class CampaignLoop:
         the exploit's parameters) starts at once."""
         spec, exploit = rt.spec, rt.exploit
         assert exploit is not None
-        budget = spec.sized.epochs if spec.sized is not None else None
-        left = max(1, (budget or exploit.donor_epoch + 1) - exploit.donor_epoch)
-        per_epoch = rt.last_epoch_s or rt.paced_epoch_s or 0.0
-        sized = SizedTrial(len(rt.slots), (rt.startup_s or 0.0) + left * per_epoch, epochs=budget)
+        sized = self._continuation(rt, len(rt.slots), exploit.donor_epoch, rt.last_epoch_s or rt.paced_epoch_s or 0.0)
         next_spec = spec.exploited(exploit, now - rt.start_time, sized)
         self._events.append(TrialExploited(time=now, trial_id=spec.trial_id, attempt=spec.attempt, epoch=exploit.epoch,
                                            donor_id=exploit.donor_id, donor_epoch=exploit.donor_epoch,
@@ -599,6 +594,14 @@ class CampaignLoop:
         started = self.book.restart(next_spec, now)
         self._events.append(started_event(started, self.book.pool, now))
         self.actions.start(started)
+
+    @staticmethod
+    def _continuation(rt: RunningTrial, size: int, epochs_done: int, epoch_s: float) -> SizedTrial:
+        """What ``rt``'s continuation after ``epochs_done`` epochs is predicted to take on ``size``
+        slots at ``epoch_s`` seconds per epoch: the start-up it showed, again, and its epochs left."""
+        budget = rt.spec.sized.epochs if rt.spec.sized is not None else None
+        left = max(1, (budget or epochs_done + 1) - epochs_done)
+        return SizedTrial(size, (rt.startup_s or 0.0) + left * epoch_s, epochs=budget)
 
     def unqueued(self, after_id: int, trial_id: int, attempt: int, now: float) -> None:
         """The agent dropped a trial sent ahead before it started. At a stop it stays "suggested" (a

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_trainer import HEADS, SPLITS, config_dict, make_graph
+from test_trainer import config_dict, write_toy_dataset
 from test_training_resume import STATE, Cut, CutAfter, progress_epochs
 
-from graph_builders.store import write_dataset
 from hydragnn_ensemble.config import config_from_dict
 from hydragnn_ensemble.result import TrialResult
 from hydragnn_ensemble.train import train_trial
@@ -25,10 +24,7 @@ INHERIT = "inherit_state.pt"
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    g = torch.Generator().manual_seed(11)
-    path = tmp_path_factory.mktemp("data") / "toy.bp"
-    write_dataset(path, [make_graph(g) for _ in range(240)], HEADS, splits=SPLITS, metadata={"name": "toy"})
-    return path
+    return write_toy_dataset(tmp_path_factory.mktemp("data") / "toy.bp", 11)
 
 
 def run(dataset: Path, run_dir: Path, cut_after: int | None = None, hidden: int = 16, **training) -> TrialResult | None:

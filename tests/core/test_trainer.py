@@ -46,6 +46,13 @@ def make_graph(g: torch.Generator) -> Data:
     return d
 
 
+def write_toy_dataset(path: Path, seed: int, n: int = 240) -> Path:
+    """``n`` graphs of :func:`make_graph` drawn from ``seed``, written to ``path`` with the test splits."""
+    g = torch.Generator().manual_seed(seed)
+    write_dataset(path, [make_graph(g) for _ in range(n)], HEADS, splits=SPLITS, metadata={"name": "toy"})
+    return path
+
+
 @pytest.fixture(scope="module")
 def graphs() -> list[Data]:
     g = torch.Generator().manual_seed(7)

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_trainer import HEADS, SPLITS, _run_two_ranks, config_dict, log_val_losses, make_graph
+from test_trainer import _run_two_ranks, config_dict, log_val_losses, write_toy_dataset
 
-from graph_builders.store import write_dataset
 from hydragnn_ensemble.config import config_from_dict
 from hydragnn_ensemble.result import TrialResult
 from hydragnn_ensemble.train import train_trial
@@ -27,10 +26,7 @@ STATE = "training_state.pt"
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    g = torch.Generator().manual_seed(7)
-    path = tmp_path_factory.mktemp("data") / "toy.bp"
-    write_dataset(path, [make_graph(g) for _ in range(240)], HEADS, splits=SPLITS, metadata={"name": "toy"})
-    return path
+    return write_toy_dataset(tmp_path_factory.mktemp("data") / "toy.bp", 7)
 
 
 class Cut(BaseException):
